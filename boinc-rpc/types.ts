@@ -1,0 +1,152 @@
+/**
+ * The typed surface of the BOINC remote-submission web RPCs (see shared/BOINC-RPC.md).
+ * No GAHP knowledge here: these are BOINC's own concepts.
+ */
+
+export interface BoincClientOptions {
+  /** Project URL, ending with `/`; script names are appended to it. */
+  projectUrl: string;
+  /** The user's authenticator: a secret, never logged nor put in error messages. */
+  authenticator: string;
+  /** Timeout of one HTTP call in milliseconds (default 60000). */
+  timeoutMs?: number;
+  /** Retries for calls that are safe to repeat (default 4), with backoff and jitter. */
+  retries?: number;
+  /** First backoff delay in milliseconds (default 250), doubled each retry. */
+  retryBaseMs?: number;
+  /** How many HTTP calls may be in flight at once to this project (default 8). */
+  concurrency?: number;
+  /** Optional debug sink for one line per call (already redacted). */
+  log?: (line: string) => void;
+}
+
+/** Optional per-job resource parameters; undefined means unset (sent as omitted/0). */
+export interface JobParams {
+  rscFpopsEst?: number;
+  rscFpopsBound?: number;
+  rscMemoryBound?: number;
+  rscDiskBound?: number;
+  delayBound?: number;
+}
+
+export interface CreateBatchRequest {
+  batchName: string;
+  appName: string;
+  /** Unix time after which the server may delete the batch (the lease). */
+  expireTime: number;
+}
+
+export interface SubmitJob {
+  name: string;
+  /** Already validated to be carried intact by BOINC (no whitespace, quotes, etc. inside arguments). */
+  commandLine: string;
+  /** Physical names of the staged input files, in input-template order. */
+  inputFiles: string[];
+}
+
+export interface SubmitBatchRequest {
+  /** 0 asks the server to create the batch (avoid: a failure leaves an orphan). */
+  batchId: number;
+  batchName: string;
+  appName: string;
+  appVersionNum?: number;
+  jobParams?: JobParams;
+  jobs: SubmitJob[];
+}
+
+/** BOINC job status words as query_batch2 reports them. */
+export type BoincJobStatus = 'UNSENT' | 'IN_PROGRESS' | 'DONE' | 'ERROR' | string;
+
+export interface QueryBatch2Reply {
+  /** The server's time, passed back verbatim as the next min_mod_time. */
+  serverTime: string;
+  /** One entry per batch name asked, in the order asked. */
+  batches: Array<{ jobs: Array<{ name: string; status: BoincJobStatus }> }>;
+}
+
+export interface QueryBatchRequest {
+  batchId?: number;
+  batchName?: string;
+}
+
+export interface QueryBatchReply {
+  id: number;
+  name: string;
+  /** BOINC batch state number: 0 init, 1 in progress, 2 completed, 3 aborted, 4 retired. */
+  state: number;
+  appName?: string;
+  njobs: number;
+  expireTime?: number;
+  jobs: Array<{ id: number; name: string; canonicalInstanceId?: number; status?: BoincJobStatus }>;
+}
+
+export interface CompletedJob {
+  errorMask: number;
+  canonicalResultId?: number;
+  errorResultId?: number;
+  exitStatus: number;
+  elapsedTime: number;
+  cpuTime: number;
+  /** The instance's stderr, HTML entities already decoded. */
+  stderrOut: string;
+}
+
+export interface TemplatesRequest {
+  appName?: string;
+  jobName?: string;
+}
+
+export interface AppTemplates {
+  /** open_name of each input file_ref, in template order. */
+  inputOpenNames: string[];
+  /** open_name of each output file_ref, in template order. */
+  outputOpenNames: string[];
+}
+
+export interface QueryFilesRequest {
+  physNames: string[];
+  /** Links present files to this batch. On the real server NOT idempotent. */
+  batchId?: number;
+  deleteTime?: number;
+}
+
+export interface UploadFile {
+  physName: string;
+  /** Local path streamed from disk. */
+  path: string;
+}
+
+export interface UploadFilesRequest {
+  files: UploadFile[];
+  batchId?: number;
+  deleteTime?: number;
+}
+
+export interface FetchOutputRequest {
+  jobName: string;
+  /** Index of the output file in the app's output template. */
+  fileNum: number;
+  /** Written complete or not at all (temp file beside it, renamed into place). */
+  destPath: string;
+  signal?: AbortSignal;
+}
+
+export interface BoincRpc {
+  ping(): Promise<void>;
+  createBatch(req: CreateBatchRequest): Promise<number>;
+  submitBatch(req: SubmitBatchRequest): Promise<number>;
+  queryBatch2(minModTime: string, batchNames: string[]): Promise<QueryBatch2Reply>;
+  queryBatch(req: QueryBatchRequest): Promise<QueryBatchReply>;
+  queryCompletedJob(jobName: string): Promise<CompletedJob>;
+  getTemplates(req: TemplatesRequest): Promise<AppTemplates>;
+  abortJobs(jobNames: string[]): Promise<void>;
+  retireBatch(req: QueryBatchRequest): Promise<void>;
+  setExpireTime(batchName: string, expireTime: number): Promise<void>;
+  /** Returns the indices (into physNames) of files the server lacks. */
+  queryFiles(req: QueryFilesRequest): Promise<number[]>;
+  uploadFiles(req: UploadFilesRequest): Promise<void>;
+  /** Streams output file fileNum of the job's canonical instance to destPath. */
+  fetchOutputFile(req: FetchOutputRequest): Promise<{ bytes: number }>;
+  /** Releases keep-alive connections. */
+  close(): void;
+}

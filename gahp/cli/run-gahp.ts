@@ -1,0 +1,81 @@
+/**
+ * Assembles a GAHP on stdin/stdout: services, commands, protocol server. This is what
+ * HTCondor's gridmanager runs (BOINC_GAHP points at bin/boinc-gahp).
+ */
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { GahpServer } from '../protocol/server.js';
+import { Logger } from '../log.js';
+import { ProjectSession } from '../session.js';
+import { boincCommands } from '../commands/index.js';
+import { JournalLedger } from '../ledger/journal-ledger.js';
+import { BoincClient } from '../../boinc-rpc/client.js';
+import { gahpBanner } from '../version.js';
+import type { GahpConfig, GahpServices } from '../services.js';
+
+export interface GahpRunOptions {
+  stateDir?: string;
+  log?: Logger;
+  projectUrl?: string;
+  authenticator?: string;
+  rpcTimeoutMs?: number;
+  rpcConcurrency?: number;
+  commandConcurrency?: number;
+  leaseSeconds?: number;
+  maxLineBytes?: number;
+  input?: NodeJS.ReadableStream;
+  output?: NodeJS.WritableStream;
+}
+
+/** The state directory: --state-dir, else $XDG_STATE_HOME/boinc-gahp, else ~/.local/state/boinc-gahp. */
+export function defaultStateDir(): string {
+  const base = process.env.XDG_STATE_HOME || path.join(os.homedir(), '.local', 'state');
+  return path.join(base, 'boinc-gahp');
+}
+
+export function defaultConfig(stateDir: string, overrides: Partial<GahpConfig> = {}): GahpConfig {
+  return {
+    stateDir,
+    defaultLeaseSeconds: 6 * 3600,
+    uploadConcurrency: 4,
+    uploadBatchBytes: 64 * 1024 * 1024,
+    hashWorkers: Math.max(1, Math.min(os.availableParallelism(), 8)),
+    ...overrides,
+  };
+}
+
+export function createServices(opts: GahpRunOptions): GahpServices {
+  const log = opts.log ?? Logger.silent();
+  const stateDir = opts.stateDir ?? defaultStateDir();
+  const session = new ProjectSession((o) => new BoincClient(o), {
+    timeoutMs: opts.rpcTimeoutMs,
+    concurrency: opts.rpcConcurrency,
+    log: (line) => log.debug(line),
+  });
+  if (opts.projectUrl && opts.authenticator) {
+    log.addSecret(opts.authenticator);
+    session.select({ url: opts.projectUrl.endsWith('/') ? opts.projectUrl : opts.projectUrl + '/', authenticator: opts.authenticator });
+  }
+  const config = defaultConfig(stateDir, opts.leaseSeconds ? { defaultLeaseSeconds: opts.leaseSeconds } : {});
+  return { session, config, log, ledger: JournalLedger.open(stateDir) };
+}
+
+/** Runs the GAHP until QUIT or EOF; resolves with the exit code. */
+export function runGahp(opts: GahpRunOptions = {}): Promise<number> {
+  const services = createServices(opts);
+  return new Promise((resolve) => {
+    const server = new GahpServer({
+      input: opts.input ?? process.stdin,
+      output: opts.output ?? process.stdout,
+      commands: boincCommands(services),
+      banner: gahpBanner(),
+      log: services.log,
+      maxLineBytes: opts.maxLineBytes,
+      concurrency: opts.commandConcurrency,
+      onExit: resolve,
+    });
+    server.onShutdown(() => services.session.close());
+    server.onShutdown(() => services.ledger.close());
+    server.start();
+  });
+}

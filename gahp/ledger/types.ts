@@ -1,0 +1,48 @@
+/**
+ * The batch ledger: the GAHP's crash-safe local record of what it submitted, per project
+ * and batch. Used by BOINC_SUBMIT's repeat safety, by status queries, and by the CLI's
+ * `status` view. Implementations must survive kill -9 at any moment and be readable by a
+ * second process while the GAHP runs.
+ */
+
+export type LedgerBatchState =
+  /** create_batch may have been sent; batchId may be unknown. */
+  | 'creating'
+  /** The batch exists on the server; files are being staged. */
+  | 'staging'
+  /** submit_batch succeeded: the batch holds its jobs. */
+  | 'submitted'
+  | 'retired';
+
+export interface LedgerBatch {
+  projectUrl: string;
+  name: string;
+  app: string;
+  state: LedgerBatchState;
+  /** The server's batch id, once known. */
+  batchId?: number;
+  /** Unix time of the lease (expire_time) last set on the server. */
+  leaseExpiresAt?: number;
+  /** Physical file names (condorv_<md5>) the batch's jobs use. */
+  physFiles: string[];
+  /** Job name -> last known status (NOT_STARTED, IN_PROGRESS, DONE, ERROR, or SUBMITTED). */
+  jobs: Record<string, string>;
+  /** server_time of the last query_batch2 that covered this batch. */
+  lastServerTime?: string;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export type LedgerBatchPatch = Partial<Omit<LedgerBatch, 'projectUrl' | 'name' | 'createdAt' | 'updatedAt'>>;
+
+export interface Ledger {
+  get(projectUrl: string, batchName: string): LedgerBatch | undefined;
+  /** All batches, optionally of one project, most recently updated first. */
+  list(projectUrl?: string): LedgerBatch[];
+  /** Creates or updates a batch record; durable when the promise resolves. */
+  upsert(projectUrl: string, batchName: string, patch: LedgerBatchPatch): Promise<LedgerBatch>;
+  /** Records job statuses seen by a status query (merged into `jobs`). */
+  recordStatuses(projectUrl: string, batchName: string, statuses: Record<string, string>, serverTime?: string): Promise<void>;
+  /** Flushes and releases files. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,27 @@
+/**
+ * Everything the BOINC_* command handlers share: the selected project, configuration,
+ * the log, the ledger. Built once by the CLI; handed to each command module.
+ */
+import type { Logger } from './log.js';
+import type { ProjectSession } from './session.js';
+import type { Ledger } from './ledger/types.js';
+
+export interface GahpConfig {
+  /** Where the ledger and the hash cache live. */
+  stateDir: string;
+  /** Lease given to a new batch (expire_time = now + this), in seconds. */
+  defaultLeaseSeconds: number;
+  /** How many upload_files requests may run at once. */
+  uploadConcurrency: number;
+  /** Largest total size of one upload_files request, in bytes. */
+  uploadBatchBytes: number;
+  /** Worker threads used to hash many files (default: number of cores). */
+  hashWorkers: number;
+}
+
+export interface GahpServices {
+  session: ProjectSession;
+  config: GahpConfig;
+  log: Logger;
+  ledger: Ledger;
+}
