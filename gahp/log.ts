@@ -1,6 +1,11 @@
 /**
  * The debug log: timestamped lines to a file or stderr. Every line passes through
- * redact(): registered secrets (the authenticator) and `auth_str=` URL values become `***`.
+ * redact(): registered secrets (the authenticator), `auth_str=` URL values and
+ * `<authenticator>` XML elements become `***`.
+ *
+ * A file log is written asynchronously (the GAHP's reading loop never waits on disk);
+ * flush() waits for it, and whatever is still buffered when the process exits is written
+ * synchronously on the way out, so a log is never silently truncated.
  */
 import * as fs from 'node:fs';
 
@@ -9,6 +14,86 @@ const LEVELS: Record<LogLevel, number> = { error: 0, warn: 1, info: 2, debug: 3 
 
 export interface LogSink {
   write(line: string): void;
+  /** Resolves when everything written so far has reached its destination. */
+  flush?(): Promise<void>;
+}
+
+/** Appends to a file descriptor without blocking the caller; bounded memory. */
+class AsyncFileSink implements LogSink {
+  private pending: string[] = [];
+  private pendingChars = 0;
+  private dropped = 0;
+  private writing = false;
+  private failed = false;
+  private idleWaiters: Array<() => void> = [];
+  /** Beyond this much unwritten text, lines are dropped (and counted) rather than kept. */
+  private static readonly MAX_PENDING_CHARS = 32 * 1024 * 1024;
+
+  constructor(private readonly fd: number) {
+    process.on('exit', () => this.writeRestSync());
+  }
+
+  write(line: string): void {
+    if (this.failed) return;
+    if (this.pendingChars + line.length > AsyncFileSink.MAX_PENDING_CHARS) {
+      this.dropped++;
+      return;
+    }
+    this.pending.push(line);
+    this.pendingChars += line.length;
+    if (!this.writing) this.pump();
+  }
+
+  flush(): Promise<void> {
+    if (!this.writing || this.failed) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private take(): Buffer {
+    if (this.dropped > 0) {
+      this.pending.push(`${new Date().toISOString()} WARN [${this.dropped} log lines dropped: the disk is too slow]\n`);
+      this.dropped = 0;
+    }
+    const data = Buffer.from(this.pending.join(''), 'utf8');
+    this.pending = [];
+    this.pendingChars = 0;
+    return data;
+  }
+
+  private pump(): void {
+    this.writing = true;
+    const data = this.take();
+    const writeFrom = (offset: number): void => {
+      fs.write(this.fd, data, offset, data.length - offset, null, (err, written) => {
+        if (err) {
+          this.failed = true;
+          this.pending = [];
+          process.stderr.write(`boinc-gahp: debug log write failed: ${err.message}\n`);
+        } else if (offset + written < data.length) {
+          writeFrom(offset + written);
+          return;
+        }
+        if (this.pending.length > 0 && !this.failed) {
+          this.pump();
+          return;
+        }
+        this.writing = false;
+        const waiters = this.idleWaiters;
+        this.idleWaiters = [];
+        for (const w of waiters) w();
+      });
+    };
+    writeFrom(0);
+  }
+
+  private writeRestSync(): void {
+    if (this.failed || (this.pending.length === 0 && this.dropped === 0)) return;
+    try {
+      fs.writeSync(this.fd, this.take());
+    } catch {
+      // Exiting anyway.
+    }
+  }
 }
 
 export class Logger {
@@ -24,10 +109,10 @@ export class Logger {
     return new Logger(null);
   }
 
-  /** Appends to a file (created 0600: logs can hold job names and paths). */
+  /** Appends to a file (created 0600: logs can hold job names and paths). Opening fails at once. */
   static toFile(path: string, level: LogLevel = 'debug'): Logger {
     const fd = fs.openSync(path, 'a', 0o600);
-    return new Logger({ write: (line) => fs.writeSync(fd, line) }, level);
+    return new Logger(new AsyncFileSink(fd), level);
   }
 
   static toStderr(level: LogLevel = 'debug'): Logger {
@@ -44,9 +129,16 @@ export class Logger {
   }
 
   redact(text: string): string {
-    let out = text.replace(/(auth_str=)[^&\s]*/g, '$1***');
+    let out = text
+      .replace(/(auth_str=)[^&\s]*/g, '$1***')
+      .replace(/(<authenticator>)[^<]*(<\/authenticator>)/g, '$1***$2');
     for (const s of this.secrets) if (out.includes(s)) out = out.split(s).join('***');
     return out;
+  }
+
+  /** Waits until the lines logged so far are written (no-op for stderr and silent logs). */
+  flush(): Promise<void> {
+    return this.sink?.flush?.() ?? Promise.resolve();
   }
 
   error(msg: string): void { this.emit('error', msg); }
@@ -56,6 +148,10 @@ export class Logger {
 
   private emit(level: LogLevel, msg: string): void {
     if (this.sink === null || LEVELS[level] > this.threshold) return;
-    this.sink.write(`${new Date().toISOString()} ${level.toUpperCase()} ${this.redact(msg)}\n`);
+    try {
+      this.sink.write(`${new Date().toISOString()} ${level.toUpperCase()} ${this.redact(msg)}\n`);
+    } catch {
+      // A broken log never breaks the GAHP.
+    }
   }
 }

@@ -12,10 +12,23 @@ export function pingCommand(services: GahpServices): AsyncCommand<Record<string,
       expectArgCount(args, 0);
       return {};
     },
-    async run() {
+    async run(_req, ctx) {
       const { rpc } = services.session.rpc();
-      await rpc.ping();
+      // A ping holds nothing to clean up: on shutdown stop waiting for it at once.
+      await untilAborted(rpc.ping(), ctx.signal);
       return ['NULL'];
     },
   };
+}
+
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new Error('shutting down'));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(new Error('shutting down'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (v) => { signal.removeEventListener('abort', onAbort); resolve(v); },
+      (e) => { signal.removeEventListener('abort', onAbort); reject(e); },
+    );
+  });
 }

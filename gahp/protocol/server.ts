@@ -7,7 +7,9 @@
  * - every request line gets exactly one reply line, written whole, in request order;
  * - the reading loop never awaits anything: async work is queued and answered later
  *   through RESULTS, so VERSION is answered at once whatever is in flight;
- * - once RESPONSE_PREFIX has been answered, every line printed carries the prefix.
+ * - once RESPONSE_PREFIX has been answered, every line printed carries the prefix;
+ * - every token printed is escaped, and every message printed has passed the log's
+ *   redaction (the authenticator never reaches stdout) and is cut to a bounded length.
  */
 import PQueue from 'p-queue';
 import { escapeToken, joinTokens, splitTokens } from './escape.js';
@@ -28,27 +30,38 @@ export interface GahpServerOptions {
   concurrency?: number;
   /** How long QUIT/EOF waits for in-flight work to stop before exiting anyway. */
   shutdownGraceMs?: number;
-  /** Longest error message printed in a result, in characters (the rest is cut). */
+  /** Longest error message printed in a result or an `E` reply, in characters (the rest is cut). */
   maxMessageChars?: number;
   /** Called once when the server has finished (QUIT, EOF, broken output). */
   onExit?: (code: number) => void;
 }
 
-const PROTOCOL_COMMANDS = [
+export const PROTOCOL_COMMANDS = [
   'ASYNC_MODE_OFF', 'ASYNC_MODE_ON', 'COMMANDS', 'CONDOR_VERSION', 'QUIT',
   'RESPONSE_PREFIX', 'RESULTS', 'VERSION',
 ] as const;
 
-const REQID = /^[0-9]{1,18}$/;
+/** A request id: a non-zero integer (HTCondor sends 1..990000000 and reads ours back with atoi). */
+const REQID = /^[+-]?[0-9]{1,18}$/;
+
+/** The identity of a request id for the "still pending" check: `007` and `7` are one id to the client. */
+function reqIdKey(reqId: string): string {
+  const negative = reqId.startsWith('-');
+  const digits = reqId.replace(/^[+-]/, '').replace(/^0+/, '');
+  return digits === '' ? '0' : (negative ? '-' : '') + digits;
+}
+
+export const DEFAULT_MAX_MESSAGE_CHARS = 4096;
 
 /**
- * Cuts a long message to at most `max` characters, keeping its start and its end: the
- * gridmanager parses the end of some errors (`... no batch named <name>`), and BOINC can
- * return a megabyte of SQL as an error text.
+ * Cuts a long message to at most `max` characters, keeping a little of its start and most
+ * of its end: the gridmanager parses the end of some errors (`... no batch named <name>`),
+ * and BOINC can return a megabyte of SQL as an error text.
  */
-export function cutMessage(message: string, max = 4096): string {
+export function cutMessage(message: string, max = DEFAULT_MAX_MESSAGE_CHARS): string {
   if (message.length <= max) return message;
   const marker = ` [...${message.length - max} characters cut...] `;
+  if (marker.length >= max) return message.slice(message.length - max);
   const head = Math.floor((max - marker.length) / 3);
   const tail = max - marker.length - head;
   return message.slice(0, head) + marker + message.slice(message.length - tail);
@@ -61,14 +74,15 @@ export class GahpServer {
   private readonly queue: PQueue;
   private readonly abort = new AbortController();
   private readonly shutdownHooks: Array<() => Promise<void> | void> = [];
+  private readonly maxMessageChars: number;
 
   private prefix = '';
   private asyncMode = false;
   /** Result lines (escaped, unprefixed) waiting for RESULTS, in completion order. */
-  private results: string[] = [];
+  private results: Array<{ key: string; line: string }> = [];
   /** Whether an `R` was printed since the last RESULTS. */
   private notified = false;
-  /** Request ids in flight or with an undelivered result. */
+  /** Request ids (canonical keys) in flight or with an undelivered result. */
   private readonly pending = new Set<string>();
   private stopping = false;
   private exited = false;
@@ -77,7 +91,12 @@ export class GahpServer {
     this.framer = new LineFramer(opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES);
     this.log = opts.log ?? Logger.silent();
     this.queue = new PQueue({ concurrency: opts.concurrency ?? 32 });
-    for (const c of opts.commands) this.commands.set(c.name.toUpperCase(), c);
+    this.maxMessageChars = opts.maxMessageChars ?? DEFAULT_MAX_MESSAGE_CHARS;
+    for (const c of opts.commands) {
+      const name = c.name.toUpperCase();
+      if ((PROTOCOL_COMMANDS as readonly string[]).includes(name)) throw new Error(`command ${name} would shadow a protocol command`);
+      this.commands.set(name, c);
+    }
   }
 
   /** Prints the banner and starts reading requests. */
@@ -96,6 +115,7 @@ export class GahpServer {
     input.on('end', () => {
       if (this.stopping) return;
       for (const ev of this.framer.end()) this.handleEvent(ev);
+      if (this.stopping) return;
       this.log.info('stdin closed: shutting down');
       void this.shutdown();
     });
@@ -105,6 +125,7 @@ export class GahpServer {
     });
     this.opts.output.on('error', (err: Error) => {
       // The gridmanager went away (EPIPE): nobody can read our results any more.
+      this.exited = true;
       this.log.error(`stdout error: ${err.message}`);
       void this.shutdown();
     });
@@ -121,33 +142,33 @@ export class GahpServer {
   }
 
   private handleEvent(ev: LineEvent): void {
-    switch (ev.kind) {
-      case 'line':
-        this.handleLine(ev.text);
-        return;
-      case 'overlong':
-        this.log.warn(`< [line of ${ev.bytes} bytes dropped: over the limit]`);
-        this.reply(['E', `line too long (${ev.bytes} bytes)`]);
-        return;
-      case 'invalid-utf8':
-        this.log.warn('< [line that is not valid UTF-8 dropped]');
-        this.reply(['E', 'line is not valid UTF-8']);
-        return;
+    try {
+      switch (ev.kind) {
+        case 'line':
+          this.handleLine(ev.text);
+          return;
+        case 'overlong':
+          this.log.warn(`< [line of ${ev.bytes} bytes dropped: over the limit]`);
+          this.replyError(`line too long (${ev.bytes} bytes)`);
+          return;
+        case 'invalid-utf8':
+          this.log.warn('< [line that is not valid UTF-8 dropped]');
+          this.replyError('line is not valid UTF-8');
+          return;
+      }
+    } catch (err) {
+      // Last line of defence: a request never takes the process down.
+      this.log.error(`internal error: ${(err as Error)?.stack ?? String(err)}`);
     }
   }
 
   private handleLine(line: string): void {
-    let tokens: string[];
-    try {
-      tokens = splitTokens(line);
-    } catch {
-      tokens = [];
-    }
+    const tokens = splitTokens(line);
     const word = tokens.length > 0 ? tokens[0]!.toUpperCase() : '';
     const command = this.commands.get(word);
     this.logInbound(line, tokens, command);
     if (tokens.length === 0) {
-      this.reply(['E', 'empty request']);
+      this.replyError('empty request');
       return;
     }
     const args = tokens.slice(1);
@@ -155,7 +176,7 @@ export class GahpServer {
       if ((PROTOCOL_COMMANDS as readonly string[]).includes(word)) {
         this.runProtocolCommand(word, args);
       } else if (command === undefined) {
-        this.reply(['E', `unknown command ${tokens[0]!.slice(0, 100)}`]);
+        this.replyError(`unknown command ${tokens[0]!.slice(0, 100)}`);
       } else if (command.kind === 'sync') {
         this.runSync(command, args);
       } else {
@@ -163,27 +184,31 @@ export class GahpServer {
       }
     } catch (err) {
       // Defensive: nothing a request says may take the process down.
-      this.log.error(`internal error on ${word}: ${(err as Error)?.stack ?? String(err)}`);
-      this.reply(['E', `internal error: ${(err as Error)?.message ?? String(err)}`]);
+      this.log.error(`internal error on ${word.slice(0, 100)}: ${(err as Error)?.stack ?? String(err)}`);
+      this.replyError(`internal error: ${errorText(err)}`);
     }
   }
 
   private runProtocolCommand(word: string, args: string[]): void {
     switch (word) {
       case 'COMMANDS': {
-        const names = [...PROTOCOL_COMMANDS, ...this.commands.keys()].sort();
+        const names = [...new Set([...PROTOCOL_COMMANDS, ...this.commands.keys()])].sort();
         this.reply(['S', ...names]);
         return;
       }
       case 'VERSION':
+        // The banner as printed at start-up, after `S ` (the client reads it the same way).
         this.writeLines(['S ' + this.opts.banner]);
         return;
       case 'CONDOR_VERSION':
-        if (args.length !== 1) return this.reply(['E', 'usage: CONDOR_VERSION <version>']);
+        // The client wants exactly two tokens back: S and our version string (escaped).
+        if (args.length !== 1) return this.replyError('usage: CONDOR_VERSION <version>');
         this.reply(['S', this.opts.banner]);
         return;
       case 'RESPONSE_PREFIX': {
-        if (args.length !== 1) return this.reply(['E', 'usage: RESPONSE_PREFIX <prefix>']);
+        if (args.length !== 1) return this.replyError('usage: RESPONSE_PREFIX <prefix>');
+        // A prefix with a line break would break every later line in two.
+        if (/[\r\n]/.test(args[0]!)) return this.replyError('the prefix must not contain CR or LF');
         // This reply still goes out under the old prefix: the client reads it before
         // it switches.
         this.reply(['S']);
@@ -191,25 +216,27 @@ export class GahpServer {
         return;
       }
       case 'ASYNC_MODE_ON':
-        if (args.length !== 0) return this.reply(['E', 'ASYNC_MODE_ON takes no arguments']);
+        if (args.length !== 0) return this.replyError('ASYNC_MODE_ON takes no arguments');
         this.asyncMode = true;
         this.reply(['S']);
         this.notifyIfNeeded();
         return;
       case 'ASYNC_MODE_OFF':
-        if (args.length !== 0) return this.reply(['E', 'ASYNC_MODE_OFF takes no arguments']);
+        if (args.length !== 0) return this.replyError('ASYNC_MODE_OFF takes no arguments');
         this.asyncMode = false;
         this.reply(['S']);
         return;
       case 'RESULTS': {
-        if (args.length !== 0) return this.reply(['E', 'RESULTS takes no arguments']);
+        if (args.length !== 0) return this.replyError('RESULTS takes no arguments');
         const delivered = this.results;
         this.results = [];
         this.notified = false;
-        for (const line of delivered) this.pending.delete(line.slice(0, line.indexOf(' ')));
         const lines = new Array<string>(delivered.length + 1);
         lines[0] = `S ${delivered.length}`;
-        for (let i = 0; i < delivered.length; i++) lines[i + 1] = delivered[i]!;
+        for (let i = 0; i < delivered.length; i++) {
+          this.pending.delete(delivered[i]!.key);
+          lines[i + 1] = delivered[i]!.line;
+        }
         this.writeLines(lines);
         return;
       }
@@ -224,20 +251,22 @@ export class GahpServer {
   private runSync(command: SyncCommand, args: string[]): void {
     try {
       command.run(args, { log: this.log });
-      this.reply(['S']);
     } catch (err) {
-      this.reply(['E', errorText(err)]);
+      this.replyError(errorText(err));
+      return;
     }
+    this.reply(['S']);
   }
 
   private startAsync(command: AsyncCommand, args: string[]): void {
     const reqId = args[0];
-    if (reqId === undefined || !REQID.test(reqId) || /^0+$/.test(reqId)) {
-      this.reply(['E', `${command.name}: the first argument must be a non-zero request id`]);
+    if (reqId === undefined || !REQID.test(reqId) || reqIdKey(reqId) === '0') {
+      this.replyError(`${command.name}: the first argument must be a non-zero integer request id; usage: ${command.name} ${command.usage}`);
       return;
     }
-    if (this.pending.has(reqId)) {
-      this.reply(['E', `request id ${reqId} is still pending`]);
+    const key = reqIdKey(reqId);
+    if (this.pending.has(key)) {
+      this.replyError(`request id ${reqId} is still pending`);
       return;
     }
     let request: unknown;
@@ -245,30 +274,30 @@ export class GahpServer {
       request = command.parse(args.slice(1));
     } catch (err) {
       const msg = err instanceof ArgumentError ? err.message : `bad arguments: ${errorText(err)}`;
-      this.reply(['E', `${command.name}: ${msg}; usage: ${command.name} ${command.usage}`]);
+      if (!(err instanceof ArgumentError)) this.log.error(`${command.name} parser failed: ${(err as Error)?.stack ?? String(err)}`);
+      this.replyError(`${command.name}: ${msg}; usage: ${command.name} ${command.usage}`);
       return;
     }
-    this.pending.add(reqId);
+    this.pending.add(key);
     this.reply(['S']);
     const ctx = { signal: this.abort.signal, reqId, log: this.log };
     void this.queue.add(async () => {
       let tokens: string[];
       try {
         if (this.abort.signal.aborted) return;
-        tokens = await command.run(request, ctx);
-        if (tokens.length === 0) tokens = ['NULL'];
+        tokens = checkResultTokens(await command.run(request, ctx));
       } catch (err) {
-        const text = cutMessage(this.log.redact(errorText(err)), this.opts.maxMessageChars ?? 4096);
+        const text = this.safeMessage(errorText(err));
         tokens = [text];
         this.log.debug(`${command.name} ${reqId} failed: ${text}`);
       }
-      this.queueResult(reqId, tokens);
-    });
+      this.queueResult(key, reqId, tokens);
+    }).catch((err) => this.log.error(`queue failure: ${errorText(err)}`));
   }
 
-  private queueResult(reqId: string, tokens: string[]): void {
+  private queueResult(key: string, reqId: string, tokens: string[]): void {
     if (this.stopping) return;
-    this.results.push(reqId + ' ' + joinTokens(tokens));
+    this.results.push({ key, line: reqId + ' ' + joinTokens(tokens) });
     this.notifyIfNeeded();
   }
 
@@ -283,6 +312,17 @@ export class GahpServer {
   private reply(tokens: string[]): void {
     const [head, ...rest] = tokens;
     this.writeLines([rest.length ? head + ' ' + joinTokens(rest) : head!]);
+  }
+
+  /** `E <message>`: the client only looks at the first character; the message is one escaped token. */
+  private replyError(message: string): void {
+    this.reply(['E', this.safeMessage(message)]);
+  }
+
+  /** A message fit to print: secrets redacted, cut to the configured length, never empty. */
+  private safeMessage(message: string): string {
+    const text = cutMessage(this.log.redact(message), this.maxMessageChars);
+    return text.length > 0 ? text : 'unknown error';
   }
 
   private writeLines(lines: string[]): void {
@@ -306,11 +346,16 @@ export class GahpServer {
 
   private logInbound(line: string, tokens: string[], command: Command | undefined): void {
     if (!this.log.enabled) return;
-    if (command?.secretArgs?.length) {
-      const shown = tokens.map((t, i) => (command.secretArgs!.includes(i - 1) ? '***' : t));
+    const secret = command?.secretArgs;
+    if (secret?.length) {
+      // Hide the secret positions and anything after the first of them: a malformed line
+      // may have the secret shifted to another position.
+      const first = Math.min(...secret);
+      const shown = tokens.map((t, i) => (i - 1 >= first || secret.includes(i - 1) ? '***' : t));
       this.log.debug(`< ${clip(joinTokens(shown))}`);
     } else {
-      this.log.debug(`< ${clip(line)}`);
+      // Redact before cutting, so a cut never leaves half a secret.
+      this.log.debug(`< ${clip(this.log.redact(line))}`);
     }
   }
 
@@ -319,6 +364,7 @@ export class GahpServer {
     if (this.stopping) return;
     this.stopping = true;
     this.opts.input.removeAllListeners('data');
+    this.queue.clear();
     this.abort.abort();
     const grace = this.opts.shutdownGraceMs ?? 3000;
     let timer: NodeJS.Timeout | undefined;
@@ -332,20 +378,40 @@ export class GahpServer {
           this.log.error(`shutdown hook failed: ${errorText(err)}`);
         }
       }
+      // Let the last reply reach the pipe before we go (bounded: a client that stopped
+      // reading must not keep us alive).
+      await Promise.race([
+        new Promise<void>((resolve) => {
+          try {
+            if (this.exited) resolve();
+            else this.opts.output.write('', () => resolve());
+          } catch {
+            resolve();
+          }
+        }),
+        deadline,
+      ]);
+      await Promise.race([this.log.flush(), deadline]);
     } finally {
       clearTimeout(timer);
     }
-    // Let the last reply reach the pipe before we go.
-    await new Promise<void>((resolve) => {
-      try {
-        this.opts.output.write('', () => resolve());
-      } catch {
-        resolve();
-      }
-    });
     this.exited = true;
     this.opts.onExit?.(code);
   }
+}
+
+/**
+ * A handler's result must be a non-empty list of non-empty strings: an empty token cannot
+ * be printed (it would vanish and shift every later token), so such a result is a bug,
+ * reported as an error result of one token, which the client takes as a failure.
+ */
+function checkResultTokens(tokens: unknown): string[] {
+  if (!Array.isArray(tokens)) throw new Error('internal error: the command returned no result tokens');
+  if (tokens.length === 0) return ['NULL'];
+  for (const t of tokens) {
+    if (typeof t !== 'string' || t.length === 0) throw new Error('internal error: the command returned an empty or non-text result token');
+  }
+  return tokens as string[];
 }
 
 /**
@@ -353,7 +419,13 @@ export class GahpServer {
  * logs and line-oriented readers of the protocol harder to follow, so they become spaces.
  */
 function errorText(err: unknown): string {
-  const text = (err instanceof Error ? err.message : String(err)).replace(/[\r\n\t]+/g, ' ').trim();
+  let raw: string;
+  try {
+    raw = err instanceof Error ? err.message : String(err);
+  } catch {
+    raw = 'unprintable error';
+  }
+  const text = String(raw).replace(/[\r\n\t]+/g, ' ').trim();
   return text.length > 0 ? text : 'unknown error';
 }
 
