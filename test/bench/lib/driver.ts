@@ -1,0 +1,224 @@
+/**
+ * A lean driver for the real bin/boinc-gahp, spoken to as HTCondor's gridmanager does.
+ * Unlike test/support/gahp-process.ts it is built for volume: lines are queued with a head
+ * index (no Array.shift over 100k entries), requests can be written in bulk, and result
+ * lines are only parsed as far as their request id.
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { benchTempDir, onCleanup, removeTempDir } from './tmp.js';
+
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..');
+export const GAHP_BIN = path.join(REPO_ROOT, 'bin', 'boinc-gahp');
+
+export interface DriverOptions {
+  /** Extra CLI arguments for bin/boinc-gahp. */
+  args?: string[];
+  /** State directory; default a fresh temp dir removed by close(). */
+  stateDir?: string;
+}
+
+export class GahpDriver {
+  readonly child: ChildProcessWithoutNullStreams;
+  readonly stateDir: string;
+  prefix = '';
+  stderr = '';
+  private lines: string[] = [];
+  private head = 0;
+  private partial = '';
+  private waiter: (() => void) | undefined;
+  private closed = false;
+  private nextId = 1;
+  private readonly ownsStateDir: boolean;
+  private readonly unregister: () => void;
+  readonly exited: Promise<number | null>;
+
+  private constructor(child: ChildProcessWithoutNullStreams, stateDir: string, owns: boolean) {
+    this.child = child;
+    this.stateDir = stateDir;
+    this.ownsStateDir = owns;
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (chunk: string) => {
+      const parts = (this.partial + chunk).split('\n');
+      this.partial = parts.pop()!;
+      for (const p of parts) this.lines.push(p);
+      this.wake();
+    });
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (c: string) => {
+      this.stderr = (this.stderr + c).slice(-20000);
+    });
+    child.stdin.on('error', () => undefined);
+    this.exited = new Promise((resolve) =>
+      child.on('exit', (code) => {
+        this.closed = true;
+        this.wake();
+        resolve(code);
+      }),
+    );
+    this.unregister = onCleanup(() => {
+      if (!this.closed) child.kill('SIGKILL');
+    });
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  static async start(opts: DriverOptions = {}): Promise<GahpDriver> {
+    const stateDir = opts.stateDir ?? benchTempDir('state');
+    const child = spawn(process.execPath, [GAHP_BIN, '--state-dir', stateDir, ...(opts.args ?? [])], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    const d = new GahpDriver(child, stateDir, opts.stateDir === undefined);
+    const banner = await d.readLine();
+    if (!banner.startsWith('$GahpVersion:')) throw new Error(`unexpected banner ${banner}`);
+    return d;
+  }
+
+  /** HTCondor's start-up sequence, ending in async mode with prefix `GAHP:`. */
+  async startup(): Promise<void> {
+    await this.expect('COMMANDS', /^S /);
+    await this.expect('CONDOR_VERSION $CondorVersion:\\ 9.0.0\\ May\\ 01\\ 2021\\ $', /^S /);
+    await this.expect('RESPONSE_PREFIX GAHP:', /^S$/);
+    this.prefix = 'GAHP:';
+    await this.expect('ASYNC_MODE_ON', /^S$/);
+  }
+
+  async selectProject(url: string, authenticator: string): Promise<void> {
+    await this.expect(`BOINC_SELECT_PROJECT ${url} ${authenticator}`, /^S$/);
+  }
+
+  reqId(): string {
+    return String(this.nextId++);
+  }
+
+  send(line: string): void {
+    this.child.stdin.write(line + '\n');
+  }
+
+  /** Writes many request lines at once (one write per ~1 MiB). */
+  async sendMany(lines: readonly string[]): Promise<void> {
+    let buf = '';
+    for (const l of lines) {
+      buf += l + '\n';
+      if (buf.length > 1 << 20) {
+        if (!this.child.stdin.write(buf)) await new Promise((r) => this.child.stdin.once('drain', r));
+        buf = '';
+      }
+    }
+    if (buf) this.child.stdin.write(buf);
+  }
+
+  private wake(): void {
+    const w = this.waiter;
+    this.waiter = undefined;
+    w?.();
+  }
+
+  /** Next raw stdout line. */
+  async readLine(timeoutMs = 600_000): Promise<string> {
+    while (this.head >= this.lines.length) {
+      if (this.closed) throw new Error(`GAHP exited; stderr: ${this.stderr.slice(-2000)}`);
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), timeoutMs);
+        this.waiter = () => resolve(false);
+      });
+      clearTimeout(timer);
+      if (timedOut) throw new Error(`timed out waiting for the GAHP; stderr: ${this.stderr.slice(-2000)}`);
+    }
+    const line = this.lines[this.head++]!;
+    if (this.head > 65536 && this.head * 2 > this.lines.length) {
+      this.lines = this.lines.slice(this.head);
+      this.head = 0;
+    }
+    return line;
+  }
+
+  /** Number of lines already received and not yet read. */
+  get buffered(): number {
+    return this.lines.length - this.head;
+  }
+
+  /** Next line that is not an `R`, prefix checked and stripped. */
+  async readReply(timeoutMs?: number): Promise<string> {
+    for (;;) {
+      const line = await this.readLine(timeoutMs);
+      if (!line.startsWith(this.prefix)) throw new Error(`line without prefix: ${line.slice(0, 200)}`);
+      const body = line.slice(this.prefix.length);
+      if (body !== 'R') return body;
+    }
+  }
+
+  async expect(line: string, re: RegExp, timeoutMs?: number): Promise<string> {
+    this.send(line);
+    const reply = await this.readReply(timeoutMs);
+    if (!re.test(reply)) throw new Error(`${line.slice(0, 80)} answered ${reply.slice(0, 300)}`);
+    return reply;
+  }
+
+  /**
+   * One RESULTS: returns the raw result lines (prefix stripped). `onLine` sees each line
+   * as it is read (to stop a clock at the last one).
+   */
+  async results(): Promise<string[]> {
+    const head = await this.expect('RESULTS', /^S \d+$/);
+    const n = Number(head.slice(2));
+    const out = new Array<string>(n);
+    for (let i = 0; i < n; i++) out[i] = await this.readReply();
+    return out;
+  }
+
+  /** Polls RESULTS until every id in `ids` has a result; returns id -> raw result line. */
+  async waitFor(ids: Iterable<string>, timeoutMs = 600_000, pollMs = 10): Promise<Map<string, string>> {
+    const want = new Set(ids);
+    const got = new Map<string, string>();
+    const deadline = Date.now() + timeoutMs;
+    while (want.size > 0) {
+      if (Date.now() > deadline) throw new Error(`no result for ${want.size} requests; stderr: ${this.stderr.slice(-2000)}`);
+      for (const line of await this.results()) {
+        const id = line.slice(0, line.indexOf(' '));
+        if (want.delete(id)) got.set(id, line);
+      }
+      if (want.size > 0) await new Promise((r) => setTimeout(r, pollMs));
+    }
+    return got;
+  }
+
+  /** Sends an async command (reqid inserted after the word), checks the `S`; returns the reqid. */
+  async submitAsync(word: string, rest: string): Promise<string> {
+    const id = this.reqId();
+    await this.expect(`${word} ${id}${rest ? ' ' + rest : ''}`, /^S$/);
+    return id;
+  }
+
+  /** Runs an async command to completion; returns its result line after the reqid. */
+  async call(word: string, rest: string, timeoutMs?: number): Promise<string> {
+    const id = await this.submitAsync(word, rest);
+    const line = (await this.waitFor([id], timeoutMs)).get(id)!;
+    return line.slice(id.length + 1);
+  }
+
+  async close(): Promise<void> {
+    if (!this.closed) {
+      const timer = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
+      try {
+        this.child.stdin.end('QUIT\n');
+      } catch {
+        this.child.kill('SIGKILL');
+      }
+      await this.exited;
+      clearTimeout(timer);
+    }
+    this.unregister();
+    if (this.ownsStateDir) removeTempDir(this.stateDir);
+  }
+}
+
+/** True if the file exists (used to detect optional pieces of the build). */
+export function exists(p: string): boolean {
+  return fs.existsSync(p);
+}

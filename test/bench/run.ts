@@ -1,0 +1,163 @@
+/**
+ * `npm run bench [-- --quick] [--json FILE] [--only a,b] [--runs N]`
+ *
+ * Runs the performance figures of issue 7 against the bundled test server on loopback,
+ * prints a table with the targets, and optionally writes the figures as JSON. Each figure
+ * is the median of several runs; ratios are measured side by side in the same run. All
+ * temporary data lives under os.tmpdir() and is removed at the end (also on Ctrl-C).
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import { cleanupAll } from './lib/tmp.js';
+import { median, round } from './lib/stats.js';
+import { FULL_MD5, QUICK_MD5, md5Figures } from './figures/md5.js';
+import { resultsDrainOnce } from './figures/drain.js';
+
+interface Target {
+  key: string;
+  op: '<=' | '>=';
+  value: number;
+  unit: string;
+}
+
+export const TARGETS: Target[] = [
+  { key: 'md5_big_ratio', op: '>=', value: 0.9, unit: 'x' },
+  { key: 'md5_many_ratio', op: '>=', value: 1.5, unit: 'x' },
+  { key: 'warm_over_cold', op: '<=', value: 0.05, unit: '' },
+  { key: 'submit_s', op: '<=', value: Infinity, unit: 's' },
+  { key: 'submit_rss_mb', op: '<=', value: 150, unit: 'MiB' },
+  { key: 'big_upload_rss_mb', op: '<=', value: 150, unit: 'MiB' },
+  { key: 'results_drain_s', op: '<=', value: 1, unit: 's' },
+  { key: 'query_100k_s', op: '<=', value: 2, unit: 's' },
+  { key: 'query_100k_rss_mb', op: '<=', value: 300, unit: 'MiB' },
+  { key: 'version_latency_p99_ms', op: '<=', value: 50, unit: 'ms' },
+];
+
+export interface BenchContext {
+  quick: boolean;
+  runs: number;
+  note(text: string): void;
+}
+
+interface Figure {
+  id: string;
+  run(ctx: BenchContext): Promise<Record<string, number>>;
+}
+
+const FIGURES: Figure[] = [
+  {
+    id: 'md5',
+    async run(ctx) {
+      const sizes = { ...(ctx.quick ? QUICK_MD5 : FULL_MD5), runs: ctx.runs };
+      if (ctx.quick) ctx.note(`md5 (quick): big file ${sizes.bigBytes >> 20} MiB, ${sizes.manyCount} files of ${sizes.manyBytes >> 10} KiB`);
+      return { ...(await md5Figures(sizes, ctx.note)) };
+    },
+  },
+  {
+    id: 'drain',
+    async run(ctx) {
+      const n = 100_000;
+      const xs: number[] = [];
+      for (let i = 0; i < ctx.runs; i++) xs.push(await resultsDrainOnce(n));
+      return { results_drain_s: median(xs) };
+    },
+  },
+];
+
+function parseArgs(argv: string[]): { quick: boolean; json?: string; only?: Set<string>; runs?: number } {
+  const out: { quick: boolean; json?: string; only?: Set<string>; runs?: number } = { quick: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--quick') out.quick = true;
+    else if (a === '--json') out.json = argv[++i];
+    else if (a === '--only') out.only = new Set(argv[++i]!.split(','));
+    else if (a === '--runs') out.runs = Number(argv[++i]);
+    else if (a === '--help' || a === '-h') {
+      console.log(`usage: npm run bench -- [--quick] [--json FILE] [--only ${FIGURES.map((f) => f.id).join(',')}] [--runs N]`);
+      process.exit(0);
+    } else throw new Error(`unknown argument ${a}`);
+  }
+  return out;
+}
+
+function verdict(key: string, value: number): string {
+  const t = TARGETS.find((x) => x.key === key);
+  if (!t || !Number.isFinite(t.value)) return '';
+  if (!Number.isFinite(value)) return 'n/a';
+  return (t.op === '<=' ? value <= t.value : value >= t.value) ? 'met' : 'MISSED';
+}
+
+function printTable(figures: Record<string, number>, skipped: Record<string, string>): void {
+  const rows: string[][] = [['figure', 'value', 'target', 'verdict']];
+  const keys = [...TARGETS.map((t) => t.key), ...Object.keys(figures).filter((k) => !TARGETS.some((t) => t.key === k))];
+  for (const key of keys) {
+    const t = TARGETS.find((x) => x.key === key);
+    const v = figures[key];
+    const target = t && Number.isFinite(t.value) ? `${t.op} ${t.value}` : '';
+    if (v === undefined) {
+      if (t) rows.push([key, 'skipped', target, '']);
+      continue;
+    }
+    rows.push([key, `${round(v, 3)}${t?.unit ? ' ' + t.unit : ''}`, target, verdict(key, v)]);
+  }
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
+  for (const [i, r] of rows.entries()) {
+    console.log(r.map((cell, c) => cell.padEnd(widths[c]!)).join('  ').trimEnd());
+    if (i === 0) console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  }
+  for (const [id, why] of Object.entries(skipped)) console.log(`skipped ${id}: ${why}`);
+}
+
+async function main(): Promise<number> {
+  const args = parseArgs(process.argv.slice(2));
+  const runs = args.runs ?? (args.quick ? 1 : 3);
+  const notes: string[] = [];
+  const ctx: BenchContext = {
+    quick: args.quick,
+    runs,
+    note: (t) => {
+      notes.push(t);
+      console.error(`  ${t}`);
+    },
+  };
+  const loadavg = os.loadavg().map((x) => x.toFixed(2)).join(' ');
+  console.error(`bench: ${args.quick ? 'quick' : 'full'} mode, ${runs} run(s) per figure, ${os.availableParallelism()} cores, load ${loadavg}, temp ${os.tmpdir()}`);
+  const figures: Record<string, number> = {};
+  const skipped: Record<string, string> = {};
+  const started = Date.now();
+  for (const f of FIGURES) {
+    if (args.only && !args.only.has(f.id)) continue;
+    const t0 = Date.now();
+    console.error(`bench: ${f.id} ...`);
+    try {
+      Object.assign(figures, await f.run(ctx));
+      console.error(`bench: ${f.id} done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    } catch (err) {
+      skipped[f.id] = (err as Error).message.split('\n')[0]!.slice(0, 300);
+      console.error(`bench: ${f.id} FAILED: ${(err as Error).stack ?? err}`);
+    }
+  }
+  console.log('');
+  console.log(`boinc-gahp bench, ${new Date().toISOString()}, ${args.quick ? 'QUICK' : 'full'} mode, median of ${runs} run(s), ${((Date.now() - started) / 1000).toFixed(0)} s total`);
+  printTable(figures, skipped);
+  for (const n of notes) console.log(`note: ${n}`);
+  if (args.json) {
+    const out: Record<string, number> = {};
+    for (const [k, v] of Object.entries(figures)) out[k] = round(v, 4);
+    fs.writeFileSync(args.json, JSON.stringify(out, null, 2) + '\n');
+    console.error(`bench: wrote ${args.json}`);
+  }
+  return Object.keys(skipped).length > 0 ? 1 : 0;
+}
+
+main().then(
+  (code) => {
+    cleanupAll();
+    process.exit(code);
+  },
+  (err) => {
+    console.error(`bench: ${(err as Error).stack ?? err}`);
+    cleanupAll();
+    process.exit(2);
+  },
+);
