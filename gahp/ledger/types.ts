@@ -35,7 +35,17 @@ export interface LedgerBatch {
 
 export type LedgerBatchPatch = Partial<Omit<LedgerBatch, 'projectUrl' | 'name' | 'createdAt' | 'updatedAt'>>;
 
+/** One batch's part of a status query: job name / status pairs, as the server listed them. */
+export interface LedgerQueryBatch {
+  name: string;
+  jobs: ReadonlyArray<readonly [jobName: string, status: string]>;
+}
+
 export interface Ledger {
+  /**
+   * A snapshot of one batch record (later changes do not show in it). Cheap even for huge
+   * batches: `jobs` is built on first access.
+   */
   get(projectUrl: string, batchName: string): LedgerBatch | undefined;
   /** All batches, optionally of one project, most recently updated first. */
   list(projectUrl?: string): LedgerBatch[];
@@ -43,6 +53,13 @@ export interface Ledger {
   upsert(projectUrl: string, batchName: string, patch: LedgerBatchPatch): Promise<LedgerBatch>;
   /** Records job statuses seen by a status query (merged into `jobs`). */
   recordStatuses(projectUrl: string, batchName: string, statuses: Record<string, string>, serverTime?: string): Promise<void>;
+  /**
+   * Records what one status query (query_batch2 over several batches) saw, as ONE journal
+   * entry: only statuses that differ from the record are written. Batches the ledger does
+   * not know are ignored (it records what this GAHP submitted). Yields to the event loop
+   * while encoding big updates.
+   */
+  recordQuery(projectUrl: string, serverTime: string, batches: ReadonlyArray<LedgerQueryBatch>): Promise<void>;
   /** Flushes and releases files. */
   close(): Promise<void>;
 }
