@@ -11,6 +11,7 @@
  * - every token printed is escaped, and every message printed has passed the log's
  *   redaction (the authenticator never reaches stdout) and is cut to a bounded length.
  */
+import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
 import { escapeToken, joinTokens, splitTokens } from './escape.js';
 import { DEFAULT_MAX_LINE_BYTES, LineFramer, type LineEvent } from './line-reader.js';
@@ -61,10 +62,24 @@ export const DEFAULT_MAX_MESSAGE_CHARS = 4096;
 export function cutMessage(message: string, max = DEFAULT_MAX_MESSAGE_CHARS): string {
   if (message.length <= max) return message;
   const marker = ` [...${message.length - max} characters cut...] `;
-  if (marker.length >= max) return message.slice(message.length - max);
-  const head = Math.floor((max - marker.length) / 3);
-  const tail = max - marker.length - head;
+  if (marker.length >= max) {
+    const cut = message.length - max;
+    return message.slice(isLowSurrogate(message.charCodeAt(cut)) ? cut + 1 : cut);
+  }
+  let head = Math.floor((max - marker.length) / 3);
+  let tail = max - marker.length - head;
+  // Never cut a surrogate pair in two (it would print as garbage).
+  if (isHighSurrogate(message.charCodeAt(head - 1))) head--;
+  if (isLowSurrogate(message.charCodeAt(message.length - tail))) tail--;
   return message.slice(0, head) + marker + message.slice(message.length - tail);
+}
+
+function isHighSurrogate(c: number): boolean {
+  return c >= 0xd800 && c <= 0xdbff;
+}
+
+function isLowSurrogate(c: number): boolean {
+  return c >= 0xdc00 && c <= 0xdfff;
 }
 
 export class GahpServer {
@@ -92,6 +107,8 @@ export class GahpServer {
     this.log = opts.log ?? Logger.silent();
     this.queue = new PQueue({ concurrency: opts.concurrency ?? 32 });
     this.maxMessageChars = opts.maxMessageChars ?? DEFAULT_MAX_MESSAGE_CHARS;
+    // Every in-flight handler may listen for the abort: hundreds are normal, not a leak.
+    setMaxListeners(0, this.abort.signal);
     for (const c of opts.commands) {
       const name = c.name.toUpperCase();
       if ((PROTOCOL_COMMANDS as readonly string[]).includes(name)) throw new Error(`command ${name} would shadow a protocol command`);
@@ -203,7 +220,8 @@ export class GahpServer {
       case 'CONDOR_VERSION':
         // The client wants exactly two tokens back: S and our version string (escaped).
         if (args.length !== 1) return this.replyError('usage: CONDOR_VERSION <version>');
-        this.reply(['S', this.opts.banner]);
+        // The banner as the client reads it (escapes removed), printed as one escaped token.
+        this.reply(['S', this.opts.banner.replace(/\\([\s\S])/g, '$1')]);
         return;
       case 'RESPONSE_PREFIX': {
         if (args.length !== 1) return this.replyError('usage: RESPONSE_PREFIX <prefix>');

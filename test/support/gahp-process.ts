@@ -8,6 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { splitTokens } from '../../gahp/protocol/escape.js';
+import { ReplyLineSplitter } from './reply-lines.js';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const GAHP_BIN = path.join(REPO_ROOT, 'bin', 'boinc-gahp');
@@ -34,7 +35,7 @@ export class GahpProcess {
   readonly transcript: string[] = [];
   private lines: string[] = [];
   private waiters: Array<() => void> = [];
-  private partial = '';
+  private readonly splitter = new ReplyLineSplitter();
   private closed = false;
   stderr = '';
   /** Prefix the GAHP uses now (set by startup()/setPrefix()). */
@@ -52,9 +53,7 @@ export class GahpProcess {
     this.ownsStateDir = ownsStateDir;
     child.stdout.setEncoding('utf8');
     child.stdout.on('data', (chunk: string) => {
-      const parts = (this.partial + chunk).split('\n');
-      this.partial = parts.pop()!;
-      for (const p of parts) {
+      for (const p of this.splitter.push(chunk)) {
         this.transcript.push(p);
         this.lines.push(p);
       }
