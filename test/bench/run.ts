@@ -12,6 +12,9 @@ import { cleanupAll } from './lib/tmp.js';
 import { median, round } from './lib/stats.js';
 import { FULL_MD5, QUICK_MD5, md5Figures } from './figures/md5.js';
 import { resultsDrainOnce } from './figures/drain.js';
+import { FULL_BIG, FULL_SUBMIT, QUICK_BIG, QUICK_SUBMIT, bigUploadOnce, makeSubmitInputs, removeInputs, submitOnce } from './figures/submit.js';
+import { makeQueryWorld, queryOnce, type QueryWorld } from './figures/query.js';
+import { FULL_LATENCY, QUICK_LATENCY, versionLatencyOnce } from './figures/latency.js';
 
 interface Target {
   key: string;
@@ -37,7 +40,12 @@ export interface BenchContext {
   quick: boolean;
   runs: number;
   note(text: string): void;
+  /** The test server with 100 batches of 1,000 jobs (made once, shared by query and latency). */
+  queryWorld(): Promise<QueryWorld>;
 }
+
+/** Test-server latency per request for the query world: the real server's 20-50 ms, low end. */
+const WORLD_LATENCY_MS = 20;
 
 interface Figure {
   id: string;
@@ -51,6 +59,76 @@ const FIGURES: Figure[] = [
       const sizes = { ...(ctx.quick ? QUICK_MD5 : FULL_MD5), runs: ctx.runs };
       if (ctx.quick) ctx.note(`md5 (quick): big file ${sizes.bigBytes >> 20} MiB, ${sizes.manyCount} files of ${sizes.manyBytes >> 10} KiB`);
       return { ...(await md5Figures(sizes, ctx.note)) };
+    },
+  },
+  {
+    id: 'submit',
+    async run(ctx) {
+      const sizes = ctx.quick ? QUICK_SUBMIT : FULL_SUBMIT;
+      if (ctx.quick) ctx.note(`submit (quick): ${sizes.njobs} jobs over ${sizes.nfiles} files of ${sizes.fileBytes >> 20} MiB`);
+      const { dir, files } = makeSubmitInputs(sizes);
+      try {
+        const ratios: number[] = [];
+        const cold: number[] = [];
+        const warm: number[] = [];
+        const rss: number[] = [];
+        for (let i = 0; i < ctx.runs; i++) {
+          const r = await submitOnce(sizes, files);
+          ratios.push(r.warm_s / r.cold_s);
+          cold.push(r.cold_s);
+          warm.push(r.warm_s);
+          rss.push(r.cold_rss_mb);
+          ctx.note(`submit run ${i + 1}: cold ${r.cold_s.toFixed(2)} s, warm ${r.warm_s.toFixed(2)} s, cold peak RSS ${r.cold_rss_mb.toFixed(0)} MiB; warm RPCs ${JSON.stringify(r.warmRpcs)}`);
+        }
+        return { warm_over_cold: median(ratios), submit_s: median(cold), submit_rss_mb: median(rss), submit_warm_s: median(warm) };
+      } finally {
+        removeInputs(dir);
+      }
+    },
+  },
+  {
+    id: 'big',
+    async run(ctx) {
+      const bytes = ctx.quick ? QUICK_BIG : FULL_BIG;
+      if (ctx.quick) ctx.note(`big upload (quick): ${bytes >> 20} MiB sparse input instead of 2 GiB`);
+      const rss: number[] = [];
+      const secs: number[] = [];
+      for (let i = 0; i < ctx.runs; i++) {
+        const r = await bigUploadOnce(bytes);
+        rss.push(r.rss_mb);
+        secs.push(r.seconds);
+      }
+      return { big_upload_rss_mb: median(rss), big_upload_s: median(secs) };
+    },
+  },
+  {
+    id: 'query',
+    async run(ctx) {
+      const world = await ctx.queryWorld();
+      const secs: number[] = [];
+      const rss: number[] = [];
+      for (let i = 0; i < ctx.runs; i++) {
+        const r = await queryOnce(world, world.batches);
+        secs.push(r.seconds);
+        rss.push(r.rss_mb);
+      }
+      return { query_100k_s: median(secs), query_100k_rss_mb: median(rss) };
+    },
+  },
+  {
+    id: 'latency',
+    async run(ctx) {
+      const world = await ctx.queryWorld();
+      const sizes = ctx.quick ? QUICK_LATENCY : FULL_LATENCY;
+      const p99: number[] = [];
+      const max: number[] = [];
+      for (let i = 0; i < ctx.runs; i++) {
+        const r = await versionLatencyOnce(world, sizes);
+        p99.push(r.p99);
+        max.push(r.max);
+        ctx.note(`latency run ${i + 1}: ${r.samples} VERSION samples over ${r.seconds.toFixed(1)} s, p99 ${r.p99.toFixed(1)} ms, max ${r.max.toFixed(1)} ms`);
+      }
+      return { version_latency_p99_ms: median(p99), version_latency_max_ms: median(max) };
     },
   },
   {
@@ -112,9 +190,19 @@ async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
   const runs = args.runs ?? (args.quick ? 1 : 3);
   const notes: string[] = [];
+  let world: Promise<QueryWorld> | undefined;
   const ctx: BenchContext = {
     quick: args.quick,
     runs,
+    queryWorld() {
+      world ??= (async () => {
+        const t0 = Date.now();
+        const w = await makeQueryWorld(100, 1000, { latencyMs: WORLD_LATENCY_MS });
+        ctx.note(`query world: 100 batches x 1,000 jobs made in ${((Date.now() - t0) / 1000).toFixed(1)} s; test server latency ${WORLD_LATENCY_MS} ms per request`);
+        return w;
+      })();
+      return world;
+    },
     note: (t) => {
       notes.push(t);
       console.error(`  ${t}`);
@@ -137,6 +225,7 @@ async function main(): Promise<number> {
       console.error(`bench: ${f.id} FAILED: ${(err as Error).stack ?? err}`);
     }
   }
+  if (world) await (await world.catch(() => undefined))?.close();
   console.log('');
   console.log(`boinc-gahp bench, ${new Date().toISOString()}, ${args.quick ? 'QUICK' : 'full'} mode, median of ${runs} run(s), ${((Date.now() - started) / 1000).toFixed(0)} s total`);
   printTable(figures, skipped);

@@ -202,6 +202,27 @@ export class GahpDriver {
     return line.slice(id.length + 1);
   }
 
+  /**
+   * Sends one async command and waits for its result the way the gridmanager does: `S`,
+   * then the `R` notification, then one RESULTS. Only valid when nothing else is in flight.
+   * Returns the result line after the reqid.
+   */
+  async callNotified(word: string, rest: string): Promise<string> {
+    const id = this.reqId();
+    this.send(`${word} ${id}${rest ? ' ' + rest : ''}`);
+    const s = await this.readReply();
+    if (s !== 'S') throw new Error(`${word} answered ${s.slice(0, 300)}`);
+    for (;;) {
+      const line = await this.readLine();
+      if (line === this.prefix + 'R') break;
+      throw new Error(`expected R, got ${line.slice(0, 200)}`);
+    }
+    const results = await this.results();
+    const mine = results.find((l) => l.startsWith(id + ' '));
+    if (!mine) throw new Error(`RESULTS did not hold request ${id}`);
+    return mine.slice(id.length + 1);
+  }
+
   async close(): Promise<void> {
     if (!this.closed) {
       const timer = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
