@@ -1,63 +1,318 @@
 /**
- * BoincClient: the typed BOINC remote-submission RPC client (see shared/BOINC-RPC.md).
- * Work in progress: ping first; the other RPCs follow.
+ * BoincClient: the typed BOINC remote-submission RPC client (shared/BOINC-RPC.md).
+ * Requests are XML documents (every value escaped) POSTed as multipart/form-data; replies
+ * are read leniently (xml.ts, replies.ts); HTTP, retries and redaction live in transport.ts.
  */
-import got from 'got';
-import FormData from 'form-data';
-import * as http from 'node:http';
-import * as https from 'node:https';
 import { BoincRpcError } from './errors.js';
+import { Transport } from './transport.js';
+import { checkReply, XmlRequest } from './xml.js';
+import {
+  parseAbsentFiles,
+  parseBatchId,
+  parseCompletedJob,
+  parseQueryBatch,
+  parseQueryBatch2,
+  parseSuccess,
+  parseTemplates,
+} from './replies.js';
 import type {
-  AppTemplates, BoincClientOptions, BoincRpc, CompletedJob, CreateBatchRequest, FetchOutputRequest,
-  QueryBatch2Reply, QueryBatchReply, QueryBatchRequest, QueryFilesRequest, SubmitBatchRequest,
-  TemplatesRequest, UploadFilesRequest,
+  AppTemplates,
+  BoincClientOptions,
+  BoincRpc,
+  CompletedJob,
+  CreateBatchRequest,
+  FetchOutputRequest,
+  QueryBatch2Reply,
+  QueryBatchReply,
+  QueryBatchRequest,
+  QueryFilesRequest,
+  SubmitBatchRequest,
+  TemplatesRequest,
+  UploadFilesRequest,
 } from './types.js';
 
-export class BoincClient implements BoincRpc {
-  private readonly httpAgent = new http.Agent({ keepAlive: true });
-  private readonly httpsAgent = new https.Agent({ keepAlive: true });
+const SUBMIT = 'submit_rpc_handler.php';
+const JOB_FILE = 'job_file.php';
 
-  constructor(private readonly opts: BoincClientOptions) {}
+export class BoincClient implements BoincRpc {
+  private readonly transport: Transport;
+  private readonly projectUrl: string;
+  private readonly authenticator: string;
+
+  constructor(opts: BoincClientOptions) {
+    this.projectUrl = opts.projectUrl.endsWith('/') ? opts.projectUrl : opts.projectUrl + '/';
+    this.authenticator = opts.authenticator;
+    this.transport = new Transport({
+      timeoutMs: opts.timeoutMs ?? 60_000,
+      retries: opts.retries ?? 4,
+      retryBaseMs: opts.retryBaseMs ?? 250,
+      concurrency: opts.concurrency ?? 8,
+      authenticator: opts.authenticator,
+      log: opts.log,
+    });
+  }
+
+  /** Removes the authenticator from a text (for callers that build their own messages). */
+  redact(text: string): string {
+    return this.transport.redact(text);
+  }
+
+  private req(root: string): XmlRequest {
+    return new XmlRequest(root).el('authenticator', this.authenticator);
+  }
+
+  /**
+   * One RPC: POST, check the reply (errors, fatal, cut short), read it with `read`.
+   * Whatever goes wrong comes out as a redacted BoincRpcError.
+   */
+  private async call<T>(
+    rpc: string,
+    script: string,
+    build: () => string,
+    idempotent: boolean,
+    read: (text: string) => T,
+    files?: Array<{ path: string; name: string }>,
+  ): Promise<T> {
+    let result: T | undefined;
+    try {
+      const request = build();
+      await this.transport.post(rpc, this.projectUrl + script, request, {
+        idempotent,
+        files,
+        parse: (body) => {
+          const { text } = checkReply(rpc, body, rpc);
+          result = read(text);
+        },
+      });
+      return result as T;
+    } catch (err) {
+      throw this.wrap(rpc, err);
+    }
+  }
+
+  private wrap(rpc: string, err: unknown): BoincRpcError {
+    if (err instanceof BoincRpcError) return this.transport.redactError(err);
+    const message = err instanceof Error ? err.message : String(err);
+    return new BoincRpcError(rpc, 'protocol', this.transport.redact(`internal error: ${message}`), { uncertain: true });
+  }
 
   async ping(): Promise<void> {
-    const form = new FormData();
-    form.append('request', '<ping> </ping>\n');
-    let body: string;
-    try {
-      const res = await got.post(this.opts.projectUrl + 'submit_rpc_handler.php', {
-        body: form,
-        headers: form.getHeaders(),
-        timeout: { request: this.opts.timeoutMs ?? 60000 },
-        retry: { limit: 0 },
-        agent: { http: this.httpAgent, https: this.httpsAgent },
-        responseType: 'buffer',
-      });
-      body = res.body.toString('latin1');
-    } catch (e) {
-      throw new BoincRpcError('ping', 'transport', String((e as Error).message ?? e));
+    // BOINC's own client sends `<ping> </ping>` ("the space is needed"); no authenticator.
+    await this.call('ping', SUBMIT, () => '<ping> </ping>\n', true, (t) => parseSuccess('ping', t));
+  }
+
+  async createBatch(req: CreateBatchRequest): Promise<number> {
+    // BOINC's C++ client puts the fields inside <batch>; the PHP handler reads the batch and
+    // app names there but expire_time at the top level: send expire_time in both places.
+    return this.call(
+      'create_batch',
+      SUBMIT,
+      () =>
+        this.req('create_batch')
+          .open('batch')
+          .el('batch_name', req.batchName)
+          .el('app_name', req.appName)
+          .el('expire_time', req.expireTime)
+          .close('batch')
+          .el('expire_time', req.expireTime)
+          .toString(),
+      false,
+      (t) => parseBatchId('create_batch', t),
+    );
+  }
+
+  async submitBatch(req: SubmitBatchRequest): Promise<number> {
+    return this.call(
+      'submit_batch',
+      SUBMIT,
+      () => {
+        const x = this.req('submit_batch')
+          .open('batch')
+          .el('batch_id', req.batchId)
+          .el('batch_name', req.batchName)
+          .el('app_name', req.appName)
+          .opt('app_version_num', req.appVersionNum);
+        const p = req.jobParams;
+        if (p && Object.values(p).some((v) => v !== undefined)) {
+          x.open('job_params')
+            .opt('rsc_disk_bound', p.rscDiskBound)
+            .opt('rsc_fpops_est', p.rscFpopsEst)
+            .opt('rsc_fpops_bound', p.rscFpopsBound)
+            .opt('rsc_memory_bound', p.rscMemoryBound)
+            .opt('delay_bound', p.delayBound)
+            .close('job_params');
+        }
+        for (const job of req.jobs) {
+          x.open('job').el('name', job.name);
+          if (job.commandLine) x.el('command_line', job.commandLine);
+          for (const f of job.inputFiles) {
+            x.open('input_file').el('mode', 'local_staged').el('source', f).close('input_file');
+          }
+          x.close('job');
+        }
+        return x.close('batch').toString();
+      },
+      false,
+      (t) => parseBatchId('submit_batch', t),
+    );
+  }
+
+  async queryBatch2(minModTime: string, batchNames: string[]): Promise<QueryBatch2Reply> {
+    return this.call(
+      'query_batch2',
+      SUBMIT,
+      () => {
+        const x = this.req('query_batch2').el('min_mod_time', minModTime === '' ? '0' : minModTime);
+        for (const name of batchNames) x.el('batch_name', name);
+        return x.toString();
+      },
+      true,
+      (t) => parseQueryBatch2('query_batch2', t, batchNames.length),
+    );
+  }
+
+  private batchRef(x: XmlRequest, rpc: string, req: QueryBatchRequest): XmlRequest {
+    if (req.batchId !== undefined && req.batchId !== 0) return x.el('batch_id', req.batchId);
+    if (req.batchName !== undefined && req.batchName !== '') return x.el('batch_name', req.batchName);
+    throw new BoincRpcError(rpc, 'local', 'neither batch id nor batch name given');
+  }
+
+  async queryBatch(req: QueryBatchRequest): Promise<QueryBatchReply> {
+    return this.call(
+      'query_batch',
+      SUBMIT,
+      () => this.batchRef(this.req('query_batch'), 'query_batch', req).toString(),
+      true,
+      (t) => parseQueryBatch('query_batch', t),
+    );
+  }
+
+  async queryCompletedJob(jobName: string): Promise<CompletedJob> {
+    return this.call(
+      'query_completed_job',
+      SUBMIT,
+      () => this.req('query_completed_job').el('job_name', jobName).toString(),
+      true,
+      (t) => parseCompletedJob('query_completed_job', t),
+    );
+  }
+
+  async getTemplates(req: TemplatesRequest): Promise<AppTemplates> {
+    return this.call(
+      'get_templates',
+      SUBMIT,
+      () => {
+        const x = this.req('get_templates');
+        if (req.appName) x.el('app_name', req.appName);
+        else if (req.jobName) x.el('job_name', req.jobName);
+        else throw new BoincRpcError('get_templates', 'local', 'neither app name nor job name given');
+        return x.toString();
+      },
+      true,
+      (t) => parseTemplates('get_templates', t),
+    );
+  }
+
+  async abortJobs(jobNames: string[]): Promise<void> {
+    if (jobNames.length === 0) return;
+    await this.call(
+      'abort_jobs',
+      SUBMIT,
+      () => {
+        const x = this.req('abort_jobs');
+        for (const name of jobNames) x.el('job_name', name);
+        return x.toString();
+      },
+      false,
+      (t) => parseSuccess('abort_jobs', t),
+    );
+  }
+
+  async retireBatch(req: QueryBatchRequest): Promise<void> {
+    await this.call(
+      'retire_batch',
+      SUBMIT,
+      () => this.batchRef(this.req('retire_batch'), 'retire_batch', req).toString(),
+      false,
+      (t) => parseSuccess('retire_batch', t),
+    );
+  }
+
+  async setExpireTime(batchName: string, expireTime: number): Promise<void> {
+    await this.call(
+      'set_expire_time',
+      SUBMIT,
+      () => this.req('set_expire_time').el('batch_name', batchName).el('expire_time', expireTime).toString(),
+      true,
+      (t) => parseSuccess('set_expire_time', t),
+    );
+  }
+
+  async queryFiles(req: QueryFilesRequest): Promise<number[]> {
+    if (req.physNames.length === 0) return [];
+    const linking = req.batchId !== undefined && req.batchId !== 0;
+    return this.call(
+      'query_files',
+      JOB_FILE,
+      () => {
+        const x = this.req('query_files');
+        if (linking) x.el('batch_id', req.batchId!);
+        x.opt('delete_time', req.deleteTime);
+        for (const name of req.physNames) x.el('phys_name', name);
+        return x.toString();
+      },
+      // With a batch_id the real server links files to the batch, and a repeat fails.
+      !linking,
+      (t) => parseAbsentFiles('query_files', t, req.physNames.length),
+    );
+  }
+
+  async uploadFiles(req: UploadFilesRequest): Promise<void> {
+    if (req.files.length === 0) return;
+    const seen = new Set<string>();
+    for (const f of req.files) {
+      if (seen.has(f.physName)) throw new BoincRpcError('upload_files', 'local', `physical name ${f.physName} given twice`);
+      seen.add(f.physName);
     }
-    if (!body.includes('<success>')) throw new BoincRpcError('ping', 'protocol', 'unexpected reply');
+    await this.call(
+      'upload_files',
+      JOB_FILE,
+      () => {
+        const x = this.req('upload_files');
+        if (req.batchId !== undefined && req.batchId !== 0) x.el('batch_id', req.batchId);
+        x.opt('delete_time', req.deleteTime);
+        for (const f of req.files) x.el('phys_name', f.physName);
+        return x.toString();
+      },
+      false,
+      (t) => parseSuccess('upload_files', t),
+      req.files.map((f) => ({ path: f.path, name: f.physName })),
+    );
   }
 
-  private notYet(rpc: string): never {
-    throw new BoincRpcError(rpc, 'protocol', 'not implemented yet');
+  /** The get_output.php URL of an output file (holds the authenticator: never log it). */
+  outputUrl(jobName: string, fileNum: number): string {
+    const q = new URLSearchParams({
+      cmd: 'workunit_file',
+      auth_str: this.authenticator,
+      wu_name: jobName,
+      file_num: String(fileNum),
+    });
+    return `${this.projectUrl}get_output.php?${q.toString()}`;
   }
 
-  async createBatch(_req: CreateBatchRequest): Promise<number> { this.notYet('create_batch'); }
-  async submitBatch(_req: SubmitBatchRequest): Promise<number> { this.notYet('submit_batch'); }
-  async queryBatch2(_m: string, _b: string[]): Promise<QueryBatch2Reply> { this.notYet('query_batch2'); }
-  async queryBatch(_req: QueryBatchRequest): Promise<QueryBatchReply> { this.notYet('query_batch'); }
-  async queryCompletedJob(_j: string): Promise<CompletedJob> { this.notYet('query_completed_job'); }
-  async getTemplates(_req: TemplatesRequest): Promise<AppTemplates> { this.notYet('get_templates'); }
-  async abortJobs(_j: string[]): Promise<void> { this.notYet('abort_jobs'); }
-  async retireBatch(_req: QueryBatchRequest): Promise<void> { this.notYet('retire_batch'); }
-  async setExpireTime(_b: string, _t: number): Promise<void> { this.notYet('set_expire_time'); }
-  async queryFiles(_req: QueryFilesRequest): Promise<number[]> { this.notYet('query_files'); }
-  async uploadFiles(_req: UploadFilesRequest): Promise<void> { this.notYet('upload_files'); }
-  async fetchOutputFile(_req: FetchOutputRequest): Promise<{ bytes: number }> { this.notYet('get_output'); }
+  async fetchOutputFile(req: FetchOutputRequest): Promise<{ bytes: number }> {
+    try {
+      if (!Number.isInteger(req.fileNum) || req.fileNum < 0) {
+        throw new BoincRpcError('get_output', 'local', `invalid file number ${req.fileNum}`);
+      }
+      return await this.transport.download('get_output', this.outputUrl(req.jobName, req.fileNum), req.destPath, req.signal);
+    } catch (err) {
+      throw this.wrap('get_output', err);
+    }
+  }
 
   close(): void {
-    this.httpAgent.destroy();
-    this.httpsAgent.destroy();
+    this.transport.close();
   }
 }

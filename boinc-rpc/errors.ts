@@ -12,7 +12,9 @@ export type RpcErrorKind =
   /** No usable HTTP answer: connection refused/reset, timeout, 5xx. */
   | 'transport'
   /** An HTTP answer that is not the expected reply (bad XML, `ERROR: ` body, 4xx). */
-  | 'protocol';
+  | 'protocol'
+  /** Nothing was sent: a local problem (unreadable input file, invalid argument, aborted). */
+  | 'local';
 
 export class BoincRpcError extends Error {
   override name = 'BoincRpcError';

@@ -1,0 +1,403 @@
+/**
+ * HTTP for the BOINC RPCs, with got: keep-alive agents, a timeout per call, retries with
+ * exponential backoff and jitter for calls that are safe to repeat, bounded concurrency,
+ * streamed multipart uploads and streamed downloads. Everything it reports is redacted.
+ */
+import got, { RequestError, TimeoutError } from 'got';
+import FormData from 'form-data';
+import PQueue from 'p-queue';
+import * as fs from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import * as http from 'node:http';
+import * as https from 'node:https';
+import * as path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Readable, Transform, type TransformCallback } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { BoincRpcError } from './errors.js';
+import { xmlEscape } from './xml.js';
+
+export interface TransportOptions {
+  timeoutMs: number;
+  retries: number;
+  retryBaseMs: number;
+  concurrency: number;
+  authenticator: string;
+  log?: (line: string) => void;
+}
+
+export interface PostOptions {
+  /** Safe to repeat: retried on connection errors, timeouts, 5xx and cut-short replies. */
+  idempotent: boolean;
+  /** Files attached as file_0, file_1, ... (streamed from disk). */
+  files?: Array<{ path: string; name: string }>;
+  /** Checks the reply (throws BoincRpcError); a retryable failure is retried when idempotent. */
+  parse: (body: Buffer) => void;
+}
+
+/** Codes of failures that happen before the request could reach the server. */
+const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ERR_INVALID_URL']);
+const NOT_SENT_TIMEOUTS = new Set(['lookup', 'connect', 'secureConnect']);
+
+/** Reads a file only when the multipart body reaches it (no descriptor held before). */
+class LazyFileStream extends Readable {
+  private inner: fs.ReadStream | undefined;
+
+  constructor(private readonly file: string) {
+    super({ highWaterMark: 256 * 1024 });
+  }
+
+  override _read(): void {
+    if (!this.inner) {
+      const inner = fs.createReadStream(this.file, { highWaterMark: 256 * 1024 });
+      this.inner = inner;
+      inner.on('data', (chunk) => {
+        if (!this.push(chunk)) inner.pause();
+      });
+      inner.on('end', () => this.push(null));
+      inner.on('error', (err) => this.destroy(err));
+    } else {
+      this.inner.resume();
+    }
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    this.inner?.destroy();
+    cb(err);
+  }
+}
+
+/** Passes a download through unless it starts with `ERROR: ` (get_output.php's HTTP-200 errors). */
+class ErrorBodyCheck extends Transform {
+  private head: Buffer[] = [];
+  private headLen = 0;
+  private decided: 'pass' | 'error' | undefined;
+  private errorText: Buffer[] = [];
+  private errorLen = 0;
+  bytes = 0;
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    if (this.decided === 'pass') {
+      this.bytes += chunk.length;
+      cb(null, chunk);
+      return;
+    }
+    if (this.decided === 'error') {
+      this.keepError(chunk);
+      cb();
+      return;
+    }
+    this.head.push(chunk);
+    this.headLen += chunk.length;
+    if (this.headLen >= 7) this.decide();
+    cb();
+  }
+
+  private keepError(chunk: Buffer): void {
+    if (this.errorLen < 1024 * 1024) {
+      this.errorText.push(chunk);
+      this.errorLen += chunk.length;
+    }
+  }
+
+  private decide(): void {
+    const all = Buffer.concat(this.head);
+    this.head = [];
+    if (all.subarray(0, 7).toString('latin1') === 'ERROR: ') {
+      this.decided = 'error';
+      this.keepError(all);
+    } else {
+      this.decided = 'pass';
+      this.bytes += all.length;
+      this.push(all);
+    }
+  }
+
+  override _flush(cb: TransformCallback): void {
+    if (this.decided === undefined) {
+      // Shorter than 7 bytes: only a bare `ERROR:` counts.
+      const all = Buffer.concat(this.head);
+      if (all.toString('latin1').trimEnd() === 'ERROR:') {
+        this.decided = 'error';
+        this.keepError(all);
+      } else {
+        this.bytes += all.length;
+        if (all.length) this.push(all);
+        this.decided = 'pass';
+      }
+    }
+    if (this.decided === 'error') {
+      cb(new ErrorBodyFound(Buffer.concat(this.errorText).toString('latin1').trim()));
+      return;
+    }
+    cb();
+  }
+}
+
+class ErrorBodyFound extends Error {}
+
+export class Transport {
+  private readonly httpAgent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  private readonly httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 64 });
+  private readonly queue: PQueue;
+  private readonly secrets: string[];
+  private closed = false;
+
+  constructor(private readonly opts: TransportOptions) {
+    this.queue = new PQueue({ concurrency: Math.max(1, opts.concurrency) });
+    const a = opts.authenticator;
+    this.secrets = a ? [...new Set([a, encodeURIComponent(a), xmlEscape(a)])].filter((s) => s.length > 0) : [];
+  }
+
+  /** Removes the authenticator (raw, URL- or XML-encoded) and any auth_str= value. */
+  redact(s: string): string {
+    let out = s;
+    for (const secret of this.secrets) {
+      if (out.includes(secret)) out = out.split(secret).join('***');
+    }
+    if (out.includes('auth_str=')) out = out.replace(/auth_str=[^&\s"'<>]*/g, 'auth_str=***');
+    return out;
+  }
+
+  private log(line: string): void {
+    if (this.opts.log) {
+      try {
+        this.opts.log(this.redact(line));
+      } catch {
+        /* a failing log sink must not fail the call */
+      }
+    }
+  }
+
+  /** The same error with secrets removed from its message. */
+  redactError(err: BoincRpcError): BoincRpcError {
+    const clean = this.redact(err.serverMessage);
+    return clean === err.serverMessage ? err : new BoincRpcError(err.rpc, err.kind, clean, err.options);
+  }
+
+  private backoff(attempt: number): number {
+    const base = this.opts.retryBaseMs * 2 ** attempt;
+    return Math.min(30_000, Math.round(base * (0.5 + Math.random())));
+  }
+
+  private sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        signal?.removeEventListener('abort', done);
+        clearTimeout(t);
+        resolve();
+      }
+      signal?.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /** A got failure as a BoincRpcError, uncertain unless the request cannot have reached the server. */
+  private transportError(rpc: string, err: unknown): BoincRpcError {
+    const e = err as RequestError & { event?: string };
+    const code = e?.code;
+    if (err instanceof BoincRpcError) return err;
+    const notSent = (code !== undefined && NOT_SENT_CODES.has(code)) || (e instanceof TimeoutError && NOT_SENT_TIMEOUTS.has(e.event));
+    let message: string;
+    if (e instanceof TimeoutError) {
+      message = `timeout after ${this.opts.timeoutMs} ms (${e.event})`;
+    } else {
+      message = `${code ? code + ': ' : ''}${e?.message ?? String(err)}`;
+    }
+    return new BoincRpcError(rpc, 'transport', this.redact(message), { uncertain: !notSent });
+  }
+
+  private isRetryable(err: BoincRpcError): boolean {
+    if (err.kind === 'transport') return true;
+    // A reply without its closing tag: the connection was cut (not a PHP fatal error).
+    return err.kind === 'protocol' && err.uncertain;
+  }
+
+  /**
+   * POSTs `request` (one multipart field `request`, plus file parts) to projectUrl+script.
+   */
+  async post(rpc: string, url: string, request: string, opts: PostOptions): Promise<void> {
+    const retries = opts.idempotent ? Math.max(0, this.opts.retries) : 0;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.queue.add(() => this.postOnce(rpc, url, request, opts));
+        return;
+      } catch (err) {
+        const e = err instanceof BoincRpcError ? err : this.transportError(rpc, err);
+        if (attempt < retries && this.isRetryable(e) && !this.closed) {
+          const delay = this.backoff(attempt);
+          this.log(`boinc-rpc ${rpc}: ${e.message}; retry ${attempt + 1}/${retries} in ${delay} ms`);
+          await this.sleep(delay);
+          continue;
+        }
+        throw this.redactError(e);
+      }
+    }
+  }
+
+  private async buildForm(rpc: string, request: string, files: PostOptions['files']): Promise<{ form: FormData; length: number }> {
+    const form = new FormData();
+    form.append('request', request, { contentType: 'text/xml; charset=UTF-8' });
+    if (files) {
+      const sizes: number[] = [];
+      for (const f of files) {
+        try {
+          const st = await fsp.stat(f.path);
+          if (!st.isFile()) throw new Error('not a regular file');
+          sizes.push(st.size);
+        } catch (e) {
+          throw new BoincRpcError(rpc, 'local', `cannot read ${f.path}: ${(e as Error).message}`);
+        }
+      }
+      files.forEach((f, i) => {
+        form.append(`file_${i}`, new LazyFileStream(f.path), {
+          filename: f.name,
+          contentType: 'application/octet-stream',
+          knownLength: sizes[i],
+        });
+      });
+    }
+    return { form, length: form.getLengthSync() };
+  }
+
+  private async postOnce(rpc: string, url: string, request: string, opts: PostOptions): Promise<void> {
+    const started = Date.now();
+    const { form, length } = await this.buildForm(rpc, request, opts.files);
+    const script = url.slice(url.lastIndexOf('/') + 1);
+    let res;
+    try {
+      res = await got.post(url, {
+        body: form,
+        headers: { ...form.getHeaders(), 'content-length': String(length), 'user-agent': 'boinc-gahp' },
+        // Uploads may take long: there the timeout is for inactivity and for the answer.
+        timeout: opts.files ? { socket: this.opts.timeoutMs, response: this.opts.timeoutMs } : { request: this.opts.timeoutMs },
+        retry: { limit: 0 },
+        throwHttpErrors: false,
+        followRedirect: false,
+        responseType: 'buffer',
+        agent: { http: this.httpAgent, https: this.httpsAgent },
+      });
+    } catch (err) {
+      const e = this.transportError(rpc, err);
+      this.log(`boinc-rpc ${rpc} ${script} failed after ${Date.now() - started} ms: ${e.serverMessage}`);
+      throw e;
+    }
+    const status = res.statusCode;
+    const body = res.body;
+    this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} ${body.length} bytes in ${Date.now() - started} ms`);
+    if (status >= 500) {
+      throw new BoincRpcError(rpc, 'transport', `HTTP ${status}${res.statusMessage ? ' ' + res.statusMessage : ''}`, {
+        httpStatus: status,
+        uncertain: true,
+      });
+    }
+    if (status < 200 || status >= 300) {
+      const where = status >= 300 && status < 400 && res.headers.location ? ` (redirect to ${res.headers.location})` : '';
+      throw new BoincRpcError(rpc, 'protocol', `HTTP ${status}${res.statusMessage ? ' ' + res.statusMessage : ''}${where}`, {
+        httpStatus: status,
+      });
+    }
+    opts.parse(body);
+  }
+
+  /**
+   * GETs url into destPath: streamed to a temporary file beside it, renamed into place when
+   * complete. A non-2xx status or a body starting `ERROR: ` leaves nothing behind.
+   */
+  async download(rpc: string, url: string, destPath: string, signal?: AbortSignal): Promise<{ bytes: number }> {
+    const retries = Math.max(0, this.opts.retries);
+    for (let attempt = 0; ; attempt++) {
+      if (signal?.aborted) throw new BoincRpcError(rpc, 'local', 'aborted');
+      try {
+        return await this.queue.add(() => this.downloadOnce(rpc, url, destPath, signal), { signal });
+      } catch (err) {
+        if (signal?.aborted) throw new BoincRpcError(rpc, 'local', 'aborted');
+        const e = err instanceof BoincRpcError ? err : this.transportError(rpc, err);
+        if (attempt < retries && e.kind === 'transport' && !this.closed) {
+          const delay = this.backoff(attempt);
+          this.log(`boinc-rpc ${rpc}: ${e.message}; retry ${attempt + 1}/${retries} in ${delay} ms`);
+          await this.sleep(delay, signal);
+          continue;
+        }
+        throw this.redactError(e);
+      }
+    }
+  }
+
+  private async downloadOnce(rpc: string, url: string, destPath: string, signal?: AbortSignal): Promise<{ bytes: number }> {
+    const started = Date.now();
+    const dir = path.dirname(destPath);
+    const tmp = path.join(dir, `.${path.basename(destPath)}.${process.pid}.${randomBytes(6).toString('hex')}.part`);
+    const stream = got.stream(url, {
+      timeout: { socket: this.opts.timeoutMs, response: this.opts.timeoutMs },
+      retry: { limit: 0 },
+      throwHttpErrors: false,
+      agent: { http: this.httpAgent, https: this.httpsAgent },
+      headers: { 'user-agent': 'boinc-gahp' },
+    });
+    const onAbort = () => stream.destroy(new BoincRpcError(rpc, 'local', 'aborted'));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const response = await new Promise<http.IncomingMessage>((resolve, reject) => {
+        stream.once('response', resolve);
+        stream.once('error', reject);
+      });
+      const status = response.statusCode ?? 0;
+      if (status < 200 || status >= 300) {
+        const text = await readSome(stream, 64 * 1024).catch(() => '');
+        this.log(`boinc-rpc ${rpc} get_output.php HTTP ${status} in ${Date.now() - started} ms`);
+        const detail = stripTags(text);
+        throw new BoincRpcError(rpc, status >= 500 ? 'transport' : 'protocol', `HTTP ${status}${detail ? ': ' + detail : ''}`, {
+          httpStatus: status,
+        });
+      }
+      const check = new ErrorBodyCheck();
+      try {
+        await pipeline(stream, check, fs.createWriteStream(tmp, { flags: 'wx' }));
+      } catch (err) {
+        if (err instanceof ErrorBodyFound) {
+          this.log(`boinc-rpc ${rpc} get_output.php HTTP ${status} error body in ${Date.now() - started} ms`);
+          throw new BoincRpcError(rpc, 'protocol', err.message, { httpStatus: status });
+        }
+        throw err;
+      }
+      await fsp.rename(tmp, destPath);
+      this.log(`boinc-rpc ${rpc} get_output.php HTTP ${status} ${check.bytes} bytes in ${Date.now() - started} ms`);
+      return { bytes: check.bytes };
+    } catch (err) {
+      stream.destroy();
+      await fsp.rm(tmp, { force: true }).catch(() => undefined);
+      if (err instanceof BoincRpcError) throw err;
+      if ((err as NodeJS.ErrnoException)?.syscall && !(err instanceof RequestError)) {
+        // A local file-system failure (destination directory missing, disk full, ...).
+        throw new BoincRpcError(rpc, 'local', `cannot write ${destPath}: ${(err as Error).message}`);
+      }
+      throw this.transportError(rpc, err);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  close(): void {
+    this.closed = true;
+    this.queue.clear();
+    this.httpAgent.destroy();
+    this.httpsAgent.destroy();
+  }
+}
+
+function stripTags(s: string): string {
+  return s.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim().slice(0, 2000);
+}
+
+async function readSome(stream: NodeJS.ReadableStream, max: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const chunk of stream as AsyncIterable<Buffer>) {
+    if (n < max) {
+      chunks.push(chunk);
+      n += chunk.length;
+    }
+  }
+  return Buffer.concat(chunks).subarray(0, max).toString('latin1');
+}
