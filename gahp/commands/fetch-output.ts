@@ -1,0 +1,186 @@
+/**
+ * BOINC_FETCH_OUTPUT <reqid> <job_name> <iwd> <stderr_path> <ALL|SOME> <nspecs> (<src_name> <dst>)...
+ *
+ * Gets the job's output template (by job name) and its completed instance, then:
+ * - ALL: every output file into iwd under its open_name, except that a file named by a
+ *   spec goes to the spec's dst instead (the specs act as renames);
+ * - SOME: only the files named by the specs, each to its dst;
+ * - a single `.zip` output is downloaded and unpacked into iwd (ALL: every entry; SOME:
+ *   the named entries), entries that would land outside iwd refused; a spec naming the
+ *   zip itself gets the archive.
+ * A relative dst is under iwd; an absolute one is used as is. The instance's stderr is
+ * appended to stderr_path (relative = under iwd; `/dev/null` = nowhere).
+ *
+ * Everything is downloaded to hidden temp files beside the destinations first and renamed
+ * into place only when all are complete: an error (an `ERROR: ` body, a refused zip, a
+ * missing file) writes nothing, and a kill -9 never leaves a partial file under a
+ * destination name. No shell: names land literally whatever they contain.
+ *
+ * Success: `NULL <exit_status> <wallclock> <cpu>` (exactly 4 tokens after the reqid).
+ */
+import * as fsp from 'node:fs/promises';
+import * as path from 'node:path';
+import { ArgumentError, expectArgCount, parseCount, type AsyncCommand } from '../protocol/commands.js';
+import { BoincRpcError } from '../../boinc-rpc/errors.js';
+import type { AppTemplates, BoincRpc, CompletedJob } from '../../boinc-rpc/types.js';
+import type { GahpServices } from '../services.js';
+import { ensureDirInside, isSafeRelativePath, resolveUnder, Staging } from '../output/staging.js';
+import { stageStderrAppend } from '../output/stderr.js';
+import { SafeZip } from '../output/unzip.js';
+
+export interface FetchSpec {
+  src: string;
+  dst: string;
+}
+
+export interface FetchOutputRequest {
+  jobName: string;
+  iwd: string;
+  stderrPath: string;
+  mode: 'ALL' | 'SOME';
+  specs: FetchSpec[];
+}
+
+export function parseFetchOutput(args: string[]): FetchOutputRequest {
+  expectArgCount(args, 5, Infinity);
+  const [jobName, iwd, stderrPath, modeWord, countText] = args as [string, string, string, string, string];
+  if (jobName.length === 0) throw new ArgumentError('job name is empty');
+  if (!path.isAbsolute(iwd)) throw new ArgumentError(`iwd must be an absolute path, got ${JSON.stringify(iwd.slice(0, 100))}`);
+  if (stderrPath.length === 0) throw new ArgumentError('stderr path is empty');
+  const mode = modeWord.toUpperCase();
+  if (mode !== 'ALL' && mode !== 'SOME') throw new ArgumentError(`expected ALL or SOME, got ${JSON.stringify(modeWord.slice(0, 20))}`);
+  const n = parseCount(countText, 'number of file specs', 1_000_000);
+  if (args.length !== 5 + 2 * n) throw new ArgumentError(`${n} file specs need ${2 * n} names after the count, got ${args.length - 5}`);
+  const specs: FetchSpec[] = [];
+  for (let i = 0; i < n; i++) {
+    const src = args[5 + 2 * i]!;
+    const dst = args[6 + 2 * i]!;
+    if (src.length === 0 || dst.length === 0) throw new ArgumentError(`file spec ${i + 1} has an empty name`);
+    specs.push({ src, dst });
+  }
+  return { jobName, iwd, stderrPath, mode, specs };
+}
+
+/** `%f` as C prints it: six decimals. */
+function fixed6(x: number): string {
+  return Number.isFinite(x) ? x.toFixed(6) : '0.000000';
+}
+
+/** Asks for the completed instance; turns the real server's fatal error into a clear message. */
+async function completedJob(rpc: BoincRpc, jobName: string): Promise<CompletedJob> {
+  try {
+    return await rpc.queryCompletedJob(jobName);
+  } catch (err) {
+    if (err instanceof BoincRpcError && err.kind === 'fatal') {
+      throw new Error(
+        `job ${jobName} has no successful instance: BOINC cannot report the exit status or stderr of a job ` +
+          `that failed or has not finished (${err.message})`,
+      );
+    }
+    throw err;
+  }
+}
+
+export function fetchOutputCommand(services: GahpServices): AsyncCommand<FetchOutputRequest> {
+  return {
+    kind: 'async',
+    name: 'BOINC_FETCH_OUTPUT',
+    usage: '<reqid> <job_name> <iwd> <stderr_path> <ALL|SOME> <nspecs> (<src_name> <dst>)...',
+    summary: "Fetch a finished job's output files and stderr into its directory.",
+    parse: parseFetchOutput,
+    async run(req, ctx) {
+      const { rpc } = services.session.rpc();
+      const [templates, job] = await Promise.all([rpc.getTemplates({ jobName: req.jobName }), completedJob(rpc, req.jobName)]);
+      const hasCanonical = (job.canonicalResultId ?? 0) > 0;
+      const hasError = (job.errorResultId ?? 0) > 0;
+      if (!hasCanonical && !hasError) {
+        throw new Error(`job ${req.jobName} has no completed instance (error mask ${job.errorMask})`);
+      }
+      const st = await fsp.stat(req.iwd).catch(() => undefined);
+      if (!st?.isDirectory()) throw new Error(`iwd ${req.iwd} is not a directory`);
+
+      const staging = new Staging();
+      try {
+        // A failed job (error instance) has no output files to fetch: only its stderr.
+        if (hasCanonical) await stageOutputs(rpc, req, templates, staging, ctx.signal);
+        const after = await stageStderrAppend(staging, resolveUnder(req.iwd, req.stderrPath), job.stderrOut ?? '');
+        if (ctx.signal.aborted) throw new Error('GAHP shutting down: fetch abandoned');
+        await staging.commit();
+        if (after) await after();
+      } finally {
+        await staging.cleanup();
+      }
+      ctx.log.debug(`fetched output of ${req.jobName} into ${req.iwd}`);
+      return ['NULL', String(Math.trunc(job.exitStatus ?? 0)), fixed6(job.elapsedTime), fixed6(job.cpuTime)];
+    },
+  };
+}
+
+/** Destinations for each source name: ALL = every source (default iwd/<name>), SOME = named ones. */
+function plan(req: FetchOutputRequest, available: string[], isAvailable: (name: string) => boolean): Map<string, string[]> {
+  const byName = new Map<string, string[]>();
+  for (const spec of req.specs) {
+    if (!isAvailable(spec.src)) {
+      throw new Error(`requested output file ${spec.src} is not an output of job ${req.jobName} (outputs: ${available.slice(0, 20).join(', ')})`);
+    }
+    const dests = byName.get(spec.src) ?? [];
+    dests.push(resolveUnder(req.iwd, spec.dst));
+    byName.set(spec.src, dests);
+  }
+  if (req.mode === 'ALL') {
+    for (const name of available) if (!byName.has(name)) byName.set(name, [path.join(req.iwd, name)]);
+  }
+  return byName;
+}
+
+/** Default destinations (iwd/<server-given name>) must stay inside iwd; makes their directories. */
+async function checkDefaultDest(req: FetchOutputRequest, name: string, dest: string): Promise<void> {
+  if (dest !== path.join(req.iwd, name)) return;
+  if (!isSafeRelativePath(name)) throw new Error(`the server names an output file ${JSON.stringify(name)} that would land outside the job's directory`);
+  const dir = path.posix.dirname(name);
+  if (dir !== '.') await ensureDirInside(req.iwd, dir);
+}
+
+async function stageOutputs(rpc: BoincRpc, req: FetchOutputRequest, templates: AppTemplates, staging: Staging, signal: AbortSignal): Promise<void> {
+  const outputs = templates.outputOpenNames;
+  const zipped = outputs.length === 1 && outputs[0]!.toLowerCase().endsWith('.zip');
+
+  if (!zipped) {
+    const wanted = plan(req, outputs, (n) => outputs.includes(n));
+    for (const [name, dests] of wanted) {
+      for (const d of dests) await checkDefaultDest(req, name, d);
+      const first = staging.reserve(dests[0]!);
+      await rpc.fetchOutputFile({ jobName: req.jobName, fileNum: outputs.indexOf(name), destPath: first, signal });
+      staging.stage(first, dests[0]!);
+      for (const d of dests.slice(1)) await staging.stageCopy(first, d);
+    }
+    return;
+  }
+
+  // A zip archive: download it beside the iwd's files, check it whole, unpack what is wanted.
+  const zipName = outputs[0]!;
+  const zipTmp = staging.reserve(path.join(req.iwd, zipName.replace(/\//g, '_')));
+  await rpc.fetchOutputFile({ jobName: req.jobName, fileNum: 0, destPath: zipTmp, signal });
+  const zip = await SafeZip.open(zipTmp);
+  try {
+    const isAvailable = (n: string) => n === zipName || zip.has(n);
+    const wanted = plan(req, zip.files, isAvailable);
+    if (req.mode === 'ALL') for (const d of zip.dirs) await ensureDirInside(req.iwd, d);
+    for (const [name, dests] of wanted) {
+      let first: string;
+      if (name === zipName && !zip.has(name)) {
+        // A spec naming the archive itself gets the archive as downloaded.
+        first = staging.reserve(dests[0]!);
+        await fsp.copyFile(zipTmp, first);
+      } else {
+        for (const d of dests) await checkDefaultDest(req, name, d);
+        first = staging.reserve(dests[0]!);
+        await zip.extract(name, first, signal);
+      }
+      staging.stage(first, dests[0]!);
+      for (const d of dests.slice(1)) await staging.stageCopy(first, d);
+    }
+  } finally {
+    zip.close();
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * BOINC_QUERY_BATCHES <reqid> <min_mod_time> <nbatches> <batch_name>...
+ *
+ * One query_batch2 for all the named batches. Success: `NULL <server_time>` then, per
+ * batch in the order asked, `<n>` and n `<job_name> <status>` pairs. UNSENT becomes
+ * NOT_STARTED (the gridmanager's word); the other statuses pass through. min_mod_time and
+ * server_time are passed through as strings. Errors keep the server's text at the end
+ * (`query_batch2 failed: no batch named <name>`, which the gridmanager parses).
+ *
+ * Big replies (100 batches of 1,000 jobs) are built with yields to the event loop, and
+ * recorded in the ledger as one journal entry holding only the statuses that changed.
+ * Each query also checks the ledger's leases: a live batch whose lease ends within the
+ * hour without renewal is warned about in the log (once per lease value).
+ */
+import { ArgumentError, expectArgCount, parseCount, parseNumber, type AsyncCommand, type HandlerContext } from '../protocol/commands.js';
+import type { QueryBatch2Reply } from '../../boinc-rpc/types.js';
+import type { LedgerQueryBatch } from '../ledger/types.js';
+import type { GahpServices } from '../services.js';
+
+export interface QueryBatchesRequest {
+  minModTime: string;
+  batchNames: string[];
+}
+
+/** Job status words as the gridmanager knows them. */
+export function gridStatus(boincStatus: string): string {
+  return boincStatus === 'UNSENT' ? 'NOT_STARTED' : boincStatus;
+}
+
+const FINISHED = new Set(['DONE', 'ERROR']);
+const LEASE_WARNING_SECONDS = 3600;
+/** Yield to the event loop after this many jobs while building a reply. */
+const YIELD_EVERY = 10_000;
+
+export function parseQueryBatches(args: string[]): QueryBatchesRequest {
+  expectArgCount(args, 2, Infinity);
+  const [minModTime, countText] = args as [string, string];
+  parseNumber(minModTime, 'min_mod_time');
+  const n = parseCount(countText, 'number of batches', 1_000_000);
+  if (args.length !== 2 + n) throw new ArgumentError(`${n} batch names announced, ${args.length - 2} given`);
+  const batchNames = args.slice(2);
+  if (batchNames.some((b) => b.length === 0)) throw new ArgumentError('empty batch name');
+  return { minModTime, batchNames };
+}
+
+const yieldNow = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** The result tokens, built with yields so a huge reply does not stall the protocol loop. */
+export async function buildQueryResult(reply: QueryBatch2Reply, batchNames: readonly string[]): Promise<{ tokens: string[]; ledger: LedgerQueryBatch[] }> {
+  const batchCount = batchNames.length;
+  if (reply.batches.length !== batchCount) {
+    throw new Error(`query_batch2 failed: the server reported ${reply.batches.length} batches for ${batchCount} asked`);
+  }
+  let total = 2 + batchCount;
+  for (const b of reply.batches) total += 2 * b.jobs.length;
+  const tokens = new Array<string>(total);
+  let t = 0;
+  tokens[t++] = 'NULL';
+  tokens[t++] = reply.serverTime;
+  const ledger: LedgerQueryBatch[] = [];
+  let sinceYield = 0;
+  for (let k = 0; k < batchCount; k++) {
+    const b = reply.batches[k]!;
+    tokens[t++] = String(b.jobs.length);
+    const pairs = new Array<readonly [string, string]>(b.jobs.length);
+    for (let i = 0; i < b.jobs.length; i++) {
+      const job = b.jobs[i]!;
+      const status = gridStatus(job.status);
+      tokens[t++] = job.name;
+      tokens[t++] = status;
+      pairs[i] = [job.name, status];
+      if (++sinceYield >= YIELD_EVERY) {
+        sinceYield = 0;
+        await yieldNow();
+      }
+    }
+    ledger.push({ name: batchNames[k]!, jobs: pairs });
+  }
+  return { tokens, ledger };
+}
+
+export function queryBatchesCommand(services: GahpServices): AsyncCommand<QueryBatchesRequest> {
+  /** `<project>\n<batch>\n<lease>` already warned about. */
+  const warned = new Set<string>();
+
+  function checkLeases(projectUrl: string, names: string[], ctx: HandlerContext): void {
+    const now = Date.now() / 1000;
+    for (const name of names) {
+      const rec = services.ledger.get(projectUrl, name);
+      if (!rec || rec.state === 'retired' || rec.leaseExpiresAt === undefined) continue;
+      const left = rec.leaseExpiresAt - now;
+      if (left > LEASE_WARNING_SECONDS) continue;
+      const k = `${projectUrl}\n${name}\n${rec.leaseExpiresAt}`;
+      if (warned.has(k)) continue;
+      // Only batches with unfinished jobs need their lease (built lazily: only now).
+      const unfinished = Object.values(rec.jobs).filter((s) => !FINISHED.has(s)).length;
+      if (unfinished === 0) continue;
+      warned.add(k);
+      const when = new Date(rec.leaseExpiresAt * 1000).toISOString();
+      ctx.log.warn(
+        left > 0
+          ? `lease of batch ${name} ends in ${Math.round(left / 60)} min (${when}) and has not been renewed; ${unfinished} jobs unfinished`
+          : `lease of batch ${name} ended at ${when} without renewal; ${unfinished} jobs unfinished: the server may delete them`,
+      );
+    }
+  }
+
+  return {
+    kind: 'async',
+    name: 'BOINC_QUERY_BATCHES',
+    usage: '<reqid> <min_mod_time> <nbatches> <batch_name>...',
+    summary: 'Report the status of the jobs of some batches (those changed since min_mod_time).',
+    parse: parseQueryBatches,
+    async run(req, ctx) {
+      const { project, rpc } = services.session.rpc();
+      const reply = await rpc.queryBatch2(req.minModTime, req.batchNames);
+      const { tokens, ledger } = await buildQueryResult(reply, req.batchNames);
+      try {
+        await services.ledger.recordQuery(project.url, reply.serverTime, ledger);
+      } catch (err) {
+        ctx.log.error(`ledger: could not record the statuses of query ${ctx.reqId}: ${(err as Error).message}`);
+      }
+      try {
+        checkLeases(project.url, req.batchNames, ctx);
+      } catch (err) {
+        ctx.log.error(`lease check failed: ${(err as Error).message}`);
+      }
+      return tokens;
+    },
+  };
+}

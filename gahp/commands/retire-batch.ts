@@ -1,0 +1,36 @@
+/**
+ * BOINC_RETIRE_BATCH <reqid> <batch_name>: retire a batch (the server may then delete its
+ * files and records). The ledger marks the batch retired.
+ */
+import { ArgumentError, expectArgCount, type AsyncCommand } from '../protocol/commands.js';
+import type { GahpServices } from '../services.js';
+
+export interface RetireBatchRequest {
+  batchName: string;
+}
+
+export function retireBatchCommand(services: GahpServices): AsyncCommand<RetireBatchRequest> {
+  return {
+    kind: 'async',
+    name: 'BOINC_RETIRE_BATCH',
+    usage: '<reqid> <batch_name>',
+    summary: 'Retire a batch whose jobs are all finished and fetched.',
+    parse(args) {
+      expectArgCount(args, 1);
+      if (args[0]!.length === 0) throw new ArgumentError('empty batch name');
+      return { batchName: args[0]! };
+    },
+    async run(req, ctx) {
+      const { project, rpc } = services.session.rpc();
+      await rpc.retireBatch({ batchName: req.batchName });
+      if (services.ledger.get(project.url, req.batchName)) {
+        try {
+          await services.ledger.upsert(project.url, req.batchName, { state: 'retired' });
+        } catch (err) {
+          ctx.log.error(`ledger: could not record the retirement of ${req.batchName}: ${(err as Error).message}`);
+        }
+      }
+      return ['NULL'];
+    },
+  };
+}

@@ -1,0 +1,40 @@
+/**
+ * BOINC_SET_LEASE <reqid> <batch_name> <unix_time>: set the batch's expire time (its
+ * lease) to the given time with set_expire_time; the ledger records it.
+ */
+import { ArgumentError, expectArgCount, parseNumber, type AsyncCommand } from '../protocol/commands.js';
+import type { GahpServices } from '../services.js';
+
+export interface SetLeaseRequest {
+  batchName: string;
+  expireTime: number;
+}
+
+export function setLeaseCommand(services: GahpServices): AsyncCommand<SetLeaseRequest> {
+  return {
+    kind: 'async',
+    name: 'BOINC_SET_LEASE',
+    usage: '<reqid> <batch_name> <unix_time>',
+    summary: "Set a batch's lease: the time after which the server may delete it.",
+    parse(args) {
+      expectArgCount(args, 2);
+      const [batchName, timeText] = args as [string, string];
+      if (batchName.length === 0) throw new ArgumentError('empty batch name');
+      const expireTime = parseNumber(timeText, 'unix_time');
+      if (expireTime < 0) throw new ArgumentError('unix_time must not be negative');
+      return { batchName, expireTime };
+    },
+    async run(req, ctx) {
+      const { project, rpc } = services.session.rpc();
+      await rpc.setExpireTime(req.batchName, req.expireTime);
+      if (services.ledger.get(project.url, req.batchName)) {
+        try {
+          await services.ledger.upsert(project.url, req.batchName, { leaseExpiresAt: req.expireTime });
+        } catch (err) {
+          ctx.log.error(`ledger: could not record the lease of ${req.batchName}: ${(err as Error).message}`);
+        }
+      }
+      return ['NULL'];
+    },
+  };
+}

@@ -1,0 +1,115 @@
+/**
+ * Files that appear at their destination complete or not at all: each is first written
+ * to a hidden temp file beside its destination (same directory, so same filesystem), and
+ * all are renamed into place together once every one of them is complete. A crash at any
+ * moment leaves at most hidden `.<name>.boinc-gahp-*.part` files, never a partial file
+ * under a destination name.
+ */
+import * as crypto from 'node:crypto';
+import * as fsp from 'node:fs/promises';
+import * as path from 'node:path';
+
+/** The temp name marker; `boinc-gahp status`/cleanup can recognise leftovers by it. */
+export const PART_MARKER = '.boinc-gahp-';
+
+/** A fresh temp path in the destination's directory. */
+export function tempPathBeside(dest: string): string {
+  const base = path.basename(dest).slice(0, 100);
+  return path.join(path.dirname(dest), `.${base}${PART_MARKER}${process.pid}-${crypto.randomBytes(6).toString('hex')}.part`);
+}
+
+/**
+ * A relative path resolved under dir, absolute paths as they are (HTCondor's rule for
+ * output destinations and the stderr path).
+ */
+export function resolveUnder(dir: string, p: string): string {
+  return path.isAbsolute(p) ? p : path.join(dir, p);
+}
+
+/**
+ * Whether a name given by the server (an output file's open_name, a zip entry) is a plain
+ * relative path that stays inside its directory: no absolute path, no `..`, no backslash,
+ * no NUL, not empty.
+ */
+export function isSafeRelativePath(name: string): boolean {
+  if (name.length === 0 || name.includes('\0') || name.includes('\\')) return false;
+  if (path.isAbsolute(name) || /^[a-zA-Z]:/.test(name)) return false;
+  const parts = name.split('/');
+  return parts.every((p, i) => p !== '..' && (p !== '' || i === parts.length - 1) && !(p === '.' && parts.length === 1));
+}
+
+export class Staging {
+  private readonly staged: Array<{ tmp: string; dest: string }> = [];
+  private readonly temps = new Set<string>();
+  private committed = false;
+
+  /** Reserves a temp path for dest; the caller writes it completely, then calls stage(). */
+  reserve(dest: string): string {
+    const tmp = tempPathBeside(dest);
+    this.temps.add(tmp);
+    return tmp;
+  }
+
+  /** Marks a completely written temp file as ready to become dest. */
+  stage(tmp: string, dest: string): void {
+    this.staged.push({ tmp, dest });
+  }
+
+  /** Writes a copy of an already staged temp file for another destination. */
+  async stageCopy(srcTmp: string, dest: string): Promise<void> {
+    const tmp = this.reserve(dest);
+    await fsp.copyFile(srcTmp, tmp);
+    this.stage(tmp, dest);
+  }
+
+  get destinations(): string[] {
+    return this.staged.map((s) => s.dest);
+  }
+
+  /** Renames every staged file into place, in staging order. */
+  async commit(): Promise<void> {
+    for (const { tmp, dest } of this.staged) {
+      await fsp.rename(tmp, dest);
+      this.temps.delete(tmp);
+    }
+    this.committed = true;
+  }
+
+  /** Removes every temp file not renamed into place (call in a finally). */
+  async cleanup(): Promise<void> {
+    await Promise.all([...this.temps].map((t) => fsp.rm(t, { force: true }).catch(() => undefined)));
+    this.temps.clear();
+  }
+
+  get isCommitted(): boolean {
+    return this.committed;
+  }
+}
+
+/**
+ * Creates directory `rel` (a safe relative path) under root, one component at a time,
+ * refusing to pass through a symbolic link or a non-directory, so that a name taken from
+ * the server cannot lead a write outside root. Returns the absolute directory path.
+ */
+export async function ensureDirInside(root: string, rel: string): Promise<string> {
+  let dir = root;
+  for (const part of rel.split('/')) {
+    if (part === '' || part === '.') continue;
+    dir = path.join(dir, part);
+    let st;
+    try {
+      st = await fsp.lstat(dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      try {
+        await fsp.mkdir(dir, { mode: 0o755 });
+      } catch (err2) {
+        if ((err2 as NodeJS.ErrnoException).code !== 'EEXIST') throw err2;
+      }
+      st = await fsp.lstat(dir);
+    }
+    if (st.isSymbolicLink()) throw new Error(`${dir} is a symbolic link: refusing to write through it`);
+    if (!st.isDirectory()) throw new Error(`${dir} is not a directory`);
+  }
+  return dir;
+}
