@@ -237,7 +237,7 @@ export class Transport {
 
   private async buildForm(rpc: string, request: string, files: PostOptions['files']): Promise<{ form: FormData; length: number }> {
     const form = new FormData();
-    form.append('request', request, { contentType: 'text/xml; charset=UTF-8' });
+    form.append('request', request);
     if (files) {
       const sizes: number[] = [];
       for (const f of files) {

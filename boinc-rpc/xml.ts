@@ -82,7 +82,7 @@ export function decodeEntities(s: string): string {
 
 /** Text of an HTML fragment: tags removed, entities decoded, whitespace collapsed. */
 export function stripHtml(s: string): string {
-  return decodeEntities(s.replace(/<[^>]*>/g, ' ')).replace(/\s+/g, ' ').trim();
+  return decodeEntities(s.replace(/<br\s*\/?>/gi, ' ').replace(/<[^>]*>/g, '')).replace(/\s+/g, ' ').trim();
 }
 
 // ---------------------------------------------------------------------------------------------
