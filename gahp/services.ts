@@ -15,6 +15,11 @@ export interface GahpConfig {
   uploadConcurrency: number;
   /** Largest total size of one upload_files request, in bytes. */
   uploadBatchBytes: number;
+  /**
+   * Most files in one upload_files request (default 20: PHP's max_file_uploads default;
+   * a real server silently drops the files beyond its limit).
+   */
+  uploadBatchFiles?: number;
   /** Worker threads used to hash many files (default: number of cores). */
   hashWorkers: number;
 }

@@ -8,6 +8,7 @@ import { fetchOutputCommand } from './fetch-output.js';
 import { abortJobsCommand } from './abort-jobs.js';
 import { retireBatchCommand } from './retire-batch.js';
 import { setLeaseCommand } from './set-lease.js';
+import { submitCommand } from './submit.js';
 
 export function boincCommands(services: GahpServices): Command[] {
   return [
@@ -18,5 +19,6 @@ export function boincCommands(services: GahpServices): Command[] {
     abortJobsCommand(services),
     retireBatchCommand(services),
     setLeaseCommand(services),
+    submitCommand(services),
   ];
 }

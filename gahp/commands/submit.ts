@@ -1,0 +1,270 @@
+/**
+ * BOINC_SUBMIT <reqid> <batch_name> <app_name> <njobs> (<job_name> <nargs> <arg>...
+ *   <ninputs> (<src_path> <dst_name>)...){njobs} [<rsc_fpops_est> <rsc_fpops_bound>
+ *   <rsc_memory_bound> <rsc_disk_bound> <delay_bound> <app_version_num>]
+ *
+ * What happens, in order (each step's failure is reported as `<step>: <reason>`):
+ *  1. checks with no I/O: batch, app and job names and every argument can be carried intact
+ *     by BOINC's create_work (validate.ts); nothing is sent if not;
+ *  2. every unique source path is an existing, readable regular file;
+ *  3. get_templates(app): each job's input count must match the input template; when every
+ *     job's dst_names are the template's open_names, inputs go in template order;
+ *  4. at the same time: MD5 of each unique path (persistent cache, worker-thread pool), and
+ *     what the server and the ledger know of a batch of this name (query_batch):
+ *     - none: create it (ledger 'creating' first, then create_batch with expire_time = now +
+ *       lease, then ledger 'staging' with its id);
+ *     - one in init state holding none of our jobs or only some of them (an earlier attempt
+ *       died): reuse it, submitting only the missing jobs;
+ *     - one holding exactly our jobs: success, nothing created;
+ *     - anything else (other jobs, another app, not in init state): fail;
+ *  5. stage the files under `condorv_<md5>`, linked to the batch (upload.ts: batch-linked
+ *     query_files, upload only what is absent in bounded concurrent upload_files requests,
+ *     recovery through query_files without batch_id);
+ *  6. submit_batch into that batch id: jobs in order, job params, app_version_num; ledger
+ *     'submitted'.
+ * Commands for one batch name run one at a time in this GAHP.
+ */
+import { BoincRpcError } from '../../boinc-rpc/errors.js';
+import type { BoincRpc, QueryBatchReply, SubmitJob } from '../../boinc-rpc/types.js';
+import type { AsyncCommand, HandlerContext } from '../protocol/commands.js';
+import type { GahpServices } from '../services.js';
+import { parseSubmitArgs, type SubmitJobSpec, type SubmitRequest } from '../staging/parse.js';
+import { checkInputFiles, checkNamesAndArguments, commandLine, orderInputs, uniqueSources } from '../staging/validate.js';
+import { HashCache } from '../staging/hash-cache.js';
+import { HashPool, hashSources, type HashSourcesResult } from '../staging/hashing.js';
+import { physName } from '../staging/plan.js';
+import { stageFiles, type StageFile } from '../staging/upload.js';
+
+/** A failed step: the message says which step and why. */
+class SubmitError extends Error {
+  override name = 'SubmitError';
+}
+
+function reason(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** Runs fn; a failure becomes `<step>: <reason>`. */
+async function step<T>(what: string, fn: () => Promise<T> | T): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof SubmitError) throw err;
+    throw new SubmitError(`${what}: ${reason(err)}`);
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** query_batch by name: undefined when the server has no such batch. */
+async function findBatch(rpc: BoincRpc, batchName: string): Promise<QueryBatchReply | undefined> {
+  try {
+    return await rpc.queryBatch({ batchName });
+  } catch (err) {
+    if (err instanceof BoincRpcError && err.kind === 'server' && /no such batch|no batch named/i.test(err.serverMessage)) return undefined;
+    throw err;
+  }
+}
+
+export function submitCommand(services: GahpServices): AsyncCommand<SubmitRequest> {
+  const locks = new Map<string, Promise<unknown>>();
+  let cache: HashCache | undefined;
+  let pool: HashPool | undefined;
+  const hashing = () => {
+    cache ??= HashCache.open(services.config.stateDir, (l) => services.log.warn(l));
+    pool ??= new HashPool(Math.max(1, services.config.hashWorkers));
+    return { cache, pool };
+  };
+
+  /** Runs fn after any earlier command for the same batch has finished. */
+  async function exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const prev = locks.get(key) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const tail = run.catch(() => undefined);
+    locks.set(key, tail);
+    try {
+      return await run;
+    } finally {
+      if (locks.get(key) === tail) locks.delete(key);
+    }
+  }
+
+  async function submit(req: SubmitRequest, ctx: HandlerContext): Promise<string[]> {
+    const { config, ledger, log } = services;
+    const { project, rpc } = services.session.rpc();
+    const t0 = Date.now();
+    const tag = `BOINC_SUBMIT ${ctx.reqId} ${req.batchName}`;
+
+    // 2. Input files.
+    const stats = await step('checking input files', () => checkInputFiles(uniqueSources(req.jobs)));
+
+    // 3. Template: counts and order.
+    const templates = await step('get_templates', () => rpc.getTemplates({ appName: req.appName }));
+    const { jobs, reordered } = await step('checking input files against the app template', () => orderInputs(req.jobs, templates.inputOpenNames));
+
+    // 4. Hashes, and what exists already.
+    const { cache: hc, pool: hp } = hashing();
+    const hashP = step('hashing input files', () => hashSources(stats, hc, hp, ctx.signal));
+    hashP.catch(() => undefined);
+    const existing = await step('looking for an existing batch (query_batch)', () => findBatch(rpc, req.batchName));
+    const hashed: HashSourcesResult = await hashP;
+    const tHashed = Date.now();
+    log.info(`${tag}: ${jobs.length} jobs, ${stats.size} input paths (${hashed.fromCache} hashes cached, ${hashed.hashed} hashed, ${hashed.hashedBytes} bytes) in ${tHashed - t0} ms${reordered ? '; inputs in template order' : ''}`);
+
+    let batchId: number;
+    let toSubmit: SubmitJobSpec[] = jobs;
+    const record = ledger.get(project.url, req.batchName);
+    if (existing) {
+      const ours = new Set(jobs.map((j) => j.name));
+      const theirs = existing.jobs.map((j) => j.name);
+      const foreign = theirs.filter((n) => !ours.has(n));
+      if (existing.appName !== undefined && existing.appName !== '' && existing.appName !== req.appName) {
+        throw new SubmitError(`batch ${req.batchName} already exists on the server for app ${existing.appName}, not ${req.appName}`);
+      }
+      if (foreign.length > 0) {
+        throw new SubmitError(`batch ${req.batchName} already exists on the server with ${theirs.length} jobs, ${foreign.length} of them not in this submit (e.g. ${foreign[0]})`);
+      }
+      const present = new Set(theirs);
+      if (present.size === ours.size) {
+        log.info(`${tag}: the server already holds this batch (id ${existing.id}) with exactly these ${ours.size} jobs: nothing to do`);
+        await recordSubmitted(existing.id, jobs, hashed);
+        return ['NULL'];
+      }
+      if (existing.state !== 0) {
+        throw new SubmitError(`batch ${req.batchName} already exists on the server in state ${existing.state} with ${present.size} of the ${ours.size} jobs: it cannot take more`);
+      }
+      batchId = existing.id;
+      toSubmit = jobs.filter((j) => !present.has(j.name));
+      log.info(`${tag}: reusing batch ${batchId} left by an earlier attempt (${present.size} of ${ours.size} jobs present)`);
+      await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'staging', batchId });
+    } else {
+      // 4b. Create the batch. The ledger first knows we may be creating it.
+      await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'creating', physFiles: [], jobs: {} });
+      const expireTime = Math.floor(Date.now() / 1000) + config.defaultLeaseSeconds;
+      batchId = await step('create_batch', () => createBatch(rpc, req, expireTime));
+      await ledger.upsert(project.url, req.batchName, { state: 'staging', batchId, leaseExpiresAt: expireTime });
+      if (record?.batchId !== undefined && record.batchId !== batchId) log.info(`${tag}: the ledger's batch ${record.batchId} is gone from the server`);
+    }
+
+    // 5. Stage the files of the jobs still to submit.
+    const files = new Map<string, StageFile>();
+    for (const job of toSubmit) {
+      for (const input of job.inputs) {
+        const h = hashed.files.get(input.src)!;
+        const name = physName(h.md5);
+        if (!files.has(name)) files.set(name, { physName: name, path: input.src, size: Number(h.key.size), key: h.key });
+      }
+    }
+    const report = await step('staging input files', () =>
+      stageFiles([...files.values()], {
+        rpc,
+        batchId,
+        deleteTime: Math.floor(Date.now() / 1000) + config.defaultLeaseSeconds,
+        reused: existing !== undefined,
+        uploadConcurrency: config.uploadConcurrency,
+        uploadBatchBytes: config.uploadBatchBytes,
+        uploadBatchFiles: config.uploadBatchFiles ?? 20,
+        log: (l) => log.info(`${tag}: ${l}`),
+        signal: ctx.signal,
+      }),
+    );
+    const tStaged = Date.now();
+    log.info(`${tag}: ${files.size} distinct files: ${report.present} already on the server, ${report.uploaded} uploaded (${report.uploadedBytes} bytes, ${report.uploadRequests} upload_files requests, ${report.recoveries} recoveries) in ${tStaged - tHashed} ms`);
+
+    // 6. Submit the jobs.
+    const boincJobs: SubmitJob[] = toSubmit.map((job) => ({
+      name: job.name,
+      commandLine: commandLine(job),
+      inputFiles: job.inputs.map((i) => physName(hashed.files.get(i.src)!.md5)),
+    }));
+    await step('submit_batch', () => submitBatch(rpc, req, batchId, boincJobs));
+    await recordSubmitted(batchId, jobs, hashed);
+    log.info(`${tag}: submitted ${boincJobs.length} jobs into batch ${batchId} in ${Date.now() - tStaged} ms (total ${Date.now() - t0} ms)`);
+    return ['NULL'];
+
+    async function recordSubmitted(id: number, all: readonly SubmitJobSpec[], h: HashSourcesResult): Promise<void> {
+      const physFiles = new Set<string>();
+      for (const job of all) for (const i of job.inputs) physFiles.add(physName(h.files.get(i.src)!.md5));
+      const jobsRec: Record<string, string> = {};
+      for (const job of all) jobsRec[job.name] = 'SUBMITTED';
+      await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'submitted', batchId: id, physFiles: [...physFiles], jobs: jobsRec });
+    }
+  }
+
+  /**
+   * create_batch. A failure that may have taken effect is checked with query_batch before
+   * anything is repeated: never two batches of one name.
+   */
+  async function createBatch(rpc: BoincRpc, req: SubmitRequest, expireTime: number): Promise<number> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await rpc.createBatch({ batchName: req.batchName, appName: req.appName, expireTime });
+      } catch (err) {
+        if (!(err instanceof BoincRpcError) || attempt >= 3) throw err;
+        if (err.kind === 'server' || err.kind === 'local') throw err;
+        await sleep(300 * 2 ** attempt);
+        if (err.uncertain || err.kind === 'fatal') {
+          // It may have been created: look before creating again (twice, in case it is
+          // still being processed).
+          for (let look = 0; look < 2; look++) {
+            const found = await findBatch(rpc, req.batchName);
+            if (found) {
+              if (found.jobs.length > 0 || found.state !== 0) throw new Error(`batch ${req.batchName} appeared on the server with ${found.jobs.length} jobs in state ${found.state}`);
+              return found.id;
+            }
+            if (look === 0) await sleep(1000);
+          }
+        }
+      }
+    }
+  }
+
+  /**
+   * submit_batch. Only a failure that certainly did not reach the server is repeated; after
+   * an uncertain one the batch is looked at: holding all the jobs means success.
+   */
+  async function submitBatch(rpc: BoincRpc, req: SubmitRequest, batchId: number, jobs: SubmitJob[]): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const req2 = { batchId, batchName: req.batchName, appName: req.appName, jobParams: req.jobParams, jobs };
+        await rpc.submitBatch(req.appVersionNum !== undefined ? { ...req2, appVersionNum: req.appVersionNum } : req2);
+        return;
+      } catch (err) {
+        if (!(err instanceof BoincRpcError)) throw err;
+        if (err.kind === 'transport' && !err.uncertain && attempt < 3) {
+          await sleep(300 * 2 ** attempt);
+          continue;
+        }
+        if (err.uncertain || err.kind === 'fatal' || err.kind === 'transport') {
+          const found = await findBatch(rpc, req.batchName).catch(() => undefined);
+          if (found) {
+            const have = new Set(found.jobs.map((j) => j.name));
+            const missing = jobs.filter((j) => !have.has(j.name)).length;
+            if (missing === 0) return;
+            throw new Error(`${err.message} (the batch now holds ${jobs.length - missing} of the ${jobs.length} jobs; a repeated BOINC_SUBMIT completes it)`);
+          }
+        }
+        throw err;
+      }
+    }
+  }
+
+  return {
+    kind: 'async',
+    name: 'BOINC_SUBMIT',
+    usage: '<reqid> <batch_name> <app_name> <njobs> (<job_name> <nargs> <arg>... <ninputs> (<src_path> <dst_name>)...)... [<rsc_fpops_est> <rsc_fpops_bound> <rsc_memory_bound> <rsc_disk_bound> <delay_bound> <app_version_num>]',
+    summary: 'Stage input files and submit a batch of jobs.',
+    parse: parseSubmitArgs,
+    async run(req, ctx) {
+      try {
+        // 1. Nothing is sent for a batch BOINC cannot carry.
+        await step('checking names and arguments', () => checkNamesAndArguments(req));
+        const { project } = services.session.rpc();
+        return await exclusive(`${project.url}\n${req.batchName}`, () => submit(req, ctx));
+      } catch (err) {
+        if (err instanceof SubmitError) throw err;
+        throw new SubmitError(reason(err));
+      }
+    },
+  };
+}

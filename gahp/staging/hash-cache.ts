@@ -1,0 +1,209 @@
+/**
+ * The persistent hash cache: file identity (device, inode, size, mtime in ns) -> MD5, in
+ * `hash-cache.v1` in the state directory, so an unchanged file is hashed once, across
+ * commands, restarts and GAHPs sharing the state directory.
+ *
+ * Format: one record per line, `v1 <dev> <ino> <size> <mtimeNs> <hashedAtMs> <md5> <check>`,
+ * where check is the first 8 hex digits of the MD5 of everything before it. Records are
+ * appended with O_APPEND, one write() each, so concurrent GAHPs never interleave inside a
+ * line; a line torn by a crash (or glued to the next one) fails its check and is skipped.
+ * A later record for the same (dev, ino) replaces an earlier one. Each lookup round first
+ * reads what other processes appended since. An oversized file is compacted on open
+ * (temp file, fsync, rename); other processes notice the new inode and reload.
+ *
+ * Racy entries are never trusted (as git does): if the file's mtime lies within the
+ * filesystem's timestamp granularity of the moment hashing began, a later write in the same
+ * tick could leave size and mtime unchanged. Such results are not recorded.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { createHash } from 'node:crypto';
+import type { FileKey } from './hash-types.js';
+
+export const HASH_CACHE_FILE = 'hash-cache.v1';
+
+interface Entry {
+  size: string;
+  mtimeNs: string;
+  md5: string;
+}
+
+const LINE = /^v1 ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9a-f]{32}) ([0-9a-f]{8})$/;
+
+function check(text: string): string {
+  return createHash('md5').update(text).digest('hex').slice(0, 8);
+}
+
+/**
+ * Whether a hash taken at hashedAtMs can be trusted for a file with this mtime. Sub-second
+ * mtimes mean a fine-grained filesystem (granularity at most a kernel tick): 50 ms is a
+ * safe margin. A whole-second mtime may come from a 1 s (or 2 s, FAT) filesystem.
+ */
+export function isRacy(mtimeNs: string, hashedAtMs: number): boolean {
+  const mtime = BigInt(mtimeNs);
+  const marginNs = mtime % 1_000_000_000n === 0n ? 2_000_000_000n : 50_000_000n;
+  return BigInt(hashedAtMs) * 1_000_000n - mtime < marginNs;
+}
+
+export class HashCache {
+  private readonly entries = new Map<string, Entry>();
+  private fd: number | undefined;
+  private ino: bigint | undefined;
+  /** Bytes of the file consumed so far (up to the last complete line). */
+  private offset = 0;
+  private lines = 0;
+
+  private constructor(readonly file: string) {}
+
+  /** Opens (creating) the cache in stateDir. Never throws: a broken cache only costs rehashing. */
+  static open(stateDir: string, log?: (line: string) => void): HashCache {
+    const cache = new HashCache(path.join(stateDir, HASH_CACHE_FILE));
+    try {
+      fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+      cache.reopen();
+      if (cache.lines > 100_000 && cache.lines > 3 * cache.entries.size) cache.compact();
+    } catch (err) {
+      log?.(`hash cache ${cache.file} unusable: ${(err as Error).message}`);
+      cache.closeFd();
+    }
+    return cache;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** The cached MD5 of a file with this identity, if any. */
+  lookup(key: FileKey): string | undefined {
+    const e = this.entries.get(`${key.dev}:${key.ino}`);
+    if (!e || e.size !== key.size || e.mtimeNs !== key.mtimeNs) return undefined;
+    return e.md5;
+  }
+
+  /** Reads records other processes appended since the last call (and follows a compaction). */
+  refresh(): void {
+    if (this.fd === undefined) return;
+    try {
+      const onDisk = fs.statSync(this.file, { bigint: true });
+      if (onDisk.ino !== this.ino) {
+        this.reopen();
+        return;
+      }
+      this.readFrom(this.fd, Number(onDisk.size));
+    } catch {
+      // Cache trouble never fails a submit.
+    }
+  }
+
+  /** Records hashes (racy ones are skipped). One write per record. */
+  record(items: ReadonlyArray<{ key: FileKey; md5: string; hashedAtMs: number }>): void {
+    let text = '';
+    for (const { key, md5, hashedAtMs } of items) {
+      if (isRacy(key.mtimeNs, hashedAtMs)) continue;
+      this.entries.set(`${key.dev}:${key.ino}`, { size: key.size, mtimeNs: key.mtimeNs, md5 });
+      const body = `v1 ${key.dev} ${key.ino} ${key.size} ${key.mtimeNs} ${hashedAtMs} ${md5}`;
+      text += `${body} ${check(body)}\n`;
+      // Keep each write small enough to be one atomic append on any local filesystem.
+      if (text.length > 3500) {
+        this.append(text);
+        text = '';
+      }
+    }
+    if (text) this.append(text);
+  }
+
+  close(): void {
+    this.closeFd();
+  }
+
+  private append(text: string): void {
+    if (this.fd === undefined) return;
+    try {
+      // Whole lines only: a short write would tear a record, which readers tolerate.
+      fs.writeSync(this.fd, text);
+    } catch {
+      // Disk full or similar: entries stay in memory for this process.
+    }
+  }
+
+  private reopen(): void {
+    this.closeFd();
+    this.entries.clear();
+    this.offset = 0;
+    this.lines = 0;
+    const fd = fs.openSync(this.file, fs.constants.O_RDWR | fs.constants.O_APPEND | fs.constants.O_CREAT, 0o600);
+    this.fd = fd;
+    const st = fs.fstatSync(fd, { bigint: true });
+    this.ino = st.ino;
+    this.readFrom(fd, Number(st.size));
+  }
+
+  private readFrom(fd: number, end: number): void {
+    if (end <= this.offset) return;
+    const buf = Buffer.allocUnsafe(Math.min(end - this.offset, 16 * 1024 * 1024));
+    let carry = '';
+    while (this.offset < end) {
+      const n = fs.readSync(fd, buf, 0, Math.min(buf.length, end - this.offset), this.offset);
+      if (n <= 0) break;
+      const text = carry + buf.toString('latin1', 0, n);
+      const lastNl = text.lastIndexOf('\n');
+      if (lastNl < 0) {
+        carry = text;
+        this.offset += n;
+        continue;
+      }
+      this.parse(text.slice(0, lastNl));
+      carry = text.slice(lastNl + 1);
+      this.offset += n;
+    }
+    // An unfinished last line stays unread: it may still be being written, or torn.
+    this.offset -= Buffer.byteLength(carry, 'latin1');
+  }
+
+  private parse(text: string): void {
+    for (const line of text.split('\n')) {
+      if (line.length === 0) continue;
+      this.lines++;
+      const m = LINE.exec(line);
+      if (!m) continue;
+      const body = line.slice(0, line.length - 9);
+      if (check(body) !== m[7]) continue;
+      this.entries.set(`${m[1]}:${m[2]}`, { size: m[3]!, mtimeNs: m[4]!, md5: m[6]! });
+    }
+  }
+
+  private compact(): void {
+    const tmp = `${this.file}.${process.pid}.tmp`;
+    const fd = fs.openSync(tmp, 'w', 0o600);
+    try {
+      let text = '';
+      for (const [k, e] of this.entries) {
+        const [dev, ino] = k.split(':');
+        // hashedAtMs is only needed to judge raciness, already judged: keep it non-racy.
+        const body = `v1 ${dev} ${ino} ${e.size} ${e.mtimeNs} ${Number(BigInt(e.mtimeNs) / 1_000_000n) + 10_000} ${e.md5}`;
+        text += `${body} ${check(body)}\n`;
+        if (text.length > 1 << 20) {
+          fs.writeSync(fd, text);
+          text = '';
+        }
+      }
+      if (text) fs.writeSync(fd, text);
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(tmp, this.file);
+    this.reopen();
+  }
+
+  private closeFd(): void {
+    if (this.fd !== undefined) {
+      try {
+        fs.closeSync(this.fd);
+      } catch {
+        // ignore
+      }
+      this.fd = undefined;
+    }
+  }
+}

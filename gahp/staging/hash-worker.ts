@@ -1,0 +1,67 @@
+/**
+ * Worker thread of the hash pool (hashing.ts): MD5s files by streaming them through a
+ * pair of reused buffers, reading the next chunk while the current one is hashed. No file
+ * is ever held whole in memory.
+ *
+ * Message in:  { id, paths: string[] }
+ * Message out: { id, results: WorkerHashResult[] }
+ */
+import { parentPort } from 'node:worker_threads';
+import * as fs from 'node:fs';
+import { createHash } from 'node:crypto';
+import type { WorkerHashRequest, WorkerHashResult, FileKey } from './hash-types.js';
+
+const CHUNK = 4 * 1024 * 1024;
+let buffers: [Buffer, Buffer] | undefined;
+
+function keyOf(st: fs.BigIntStats): FileKey {
+  return { dev: st.dev.toString(), ino: st.ino.toString(), size: st.size.toString(), mtimeNs: st.mtimeNs.toString() };
+}
+
+function sameKey(a: FileKey, b: FileKey): boolean {
+  return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs;
+}
+
+function read(fd: number, buf: Buffer): Promise<number> {
+  return new Promise((resolve, reject) => fs.read(fd, buf, 0, buf.length, null, (err, n) => (err ? reject(err) : resolve(n))));
+}
+
+async function hashOne(path: string): Promise<WorkerHashResult> {
+  let fd: number | undefined;
+  try {
+    fd = await new Promise<number>((resolve, reject) => fs.open(path, 'r', (err, f) => (err ? reject(err) : resolve(f))));
+    const st = fs.fstatSync(fd, { bigint: true }) as fs.BigIntStats;
+    if (!st.isFile()) return { path, error: 'not a regular file' };
+    const before = keyOf(st);
+    const hashedAtMs = Date.now();
+    buffers ??= [Buffer.allocUnsafe(CHUNK), Buffer.allocUnsafe(CHUNK)];
+    const hash = createHash('md5');
+    let cur = 0;
+    let pending = read(fd, buffers[cur]!);
+    for (;;) {
+      const n = await pending;
+      if (n === 0) break;
+      const full = buffers[cur]!;
+      cur ^= 1;
+      // Read ahead into the other buffer while this one is hashed.
+      pending = read(fd, buffers[cur]!);
+      hash.update(n === full.length ? full : full.subarray(0, n));
+    }
+    const after = keyOf(fs.fstatSync(fd, { bigint: true }) as fs.BigIntStats);
+    if (!sameKey(before, after)) return { path, error: 'the file changed while it was being hashed' };
+    return { path, md5: hash.digest('hex'), key: before, hashedAtMs };
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    return { path, error: e.code ? `${e.code}: ${e.message}` : String(e.message ?? e) };
+  } finally {
+    if (fd !== undefined) fs.close(fd, () => undefined);
+  }
+}
+
+parentPort!.on('message', (msg: WorkerHashRequest) => {
+  void (async () => {
+    const results: WorkerHashResult[] = [];
+    for (const p of msg.paths) results.push(await hashOne(p));
+    parentPort!.postMessage({ id: msg.id, results });
+  })();
+});

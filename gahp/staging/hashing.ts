@@ -1,0 +1,192 @@
+/**
+ * MD5s of BOINC_SUBMIT's input files: each unique path once, from the persistent cache
+ * when its identity (dev, ino, size, mtime) is unchanged, else by a pool of worker threads
+ * streaming the files (hash-worker.ts). The pool starts on demand and its threads exit
+ * after a while idle.
+ */
+import { Worker } from 'node:worker_threads';
+import type * as fs from 'node:fs';
+import type { FileKey, WorkerHashReply, WorkerHashRequest, WorkerHashResult } from './hash-types.js';
+import type { HashCache } from './hash-cache.js';
+
+export interface HashedFile {
+  md5: string;
+  /** The identity the hash belongs to (checked again before the file is uploaded). */
+  key: FileKey;
+}
+
+export class HashError extends Error {
+  override name = 'HashError';
+  constructor(readonly path: string, reason: string) {
+    super(`cannot hash input file ${path}: ${reason}`);
+  }
+}
+
+export function fileKey(st: fs.BigIntStats): FileKey {
+  return { dev: st.dev.toString(), ino: st.ino.toString(), size: st.size.toString(), mtimeNs: st.mtimeNs.toString() };
+}
+
+interface PoolWorker {
+  worker: Worker;
+  busy: number;
+}
+
+interface Pending {
+  resolve: (r: WorkerHashResult[]) => void;
+  reject: (e: Error) => void;
+  worker: PoolWorker;
+}
+
+export class HashPool {
+  private workers: PoolWorker[] = [];
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private idleTimer: NodeJS.Timeout | undefined;
+  private readonly script = new URL('./hash-worker.js', import.meta.url);
+
+  constructor(private readonly maxWorkers: number, private readonly idleMs = 15_000) {}
+
+  /** Hashes the paths (in any order inside; results in input order). */
+  async hash(paths: readonly string[], signal?: AbortSignal): Promise<WorkerHashResult[]> {
+    if (paths.length === 0) return [];
+    this.clearIdle();
+    const nworkers = Math.max(1, Math.min(this.maxWorkers, paths.length));
+    while (this.workers.length < nworkers) this.workers.push(this.spawn());
+    // Small chunks balance the load; several in flight per worker hide the messaging.
+    const chunk = Math.max(1, Math.min(32, Math.ceil(paths.length / (nworkers * 8))));
+    const out: WorkerHashResult[] = new Array(paths.length);
+    let next = 0;
+    try {
+      await Promise.all(this.workers.slice(0, nworkers).map(async (w) => {
+        // Two chunks in flight per worker.
+        const lane = async () => {
+          while (next < paths.length) {
+            if (signal?.aborted) throw new Error('aborted');
+            const start = next;
+            next = Math.min(paths.length, next + chunk);
+            const results = await this.send(w, paths.slice(start, next));
+            for (let i = 0; i < results.length; i++) out[start + i] = results[i]!;
+          }
+        };
+        await Promise.all([lane(), lane()]);
+      }));
+    } finally {
+      this.armIdle();
+    }
+    return out;
+  }
+
+  /** Terminates the threads (they are also unref'd: they never keep the process alive). */
+  close(): void {
+    this.clearIdle();
+    for (const w of this.workers) void w.worker.terminate();
+    this.workers = [];
+  }
+
+  private send(w: PoolWorker, paths: string[]): Promise<WorkerHashResult[]> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject, worker: w });
+      w.busy++;
+      const msg: WorkerHashRequest = { id, paths };
+      w.worker.postMessage(msg);
+    });
+  }
+
+  private spawn(): PoolWorker {
+    const worker = new Worker(this.script);
+    worker.unref();
+    const pw: PoolWorker = { worker, busy: 0 };
+    worker.on('message', (reply: WorkerHashReply) => {
+      const p = this.pending.get(reply.id);
+      if (!p) return;
+      this.pending.delete(reply.id);
+      pw.busy--;
+      p.resolve(reply.results);
+    });
+    const fail = (err: Error) => {
+      this.workers = this.workers.filter((x) => x !== pw);
+      for (const [id, p] of this.pending) {
+        if (p.worker !== pw) continue;
+        this.pending.delete(id);
+        p.reject(err);
+      }
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => fail(new Error(`hash worker exited (code ${code})`)));
+    return pw;
+  }
+
+  private armIdle(): void {
+    this.clearIdle();
+    if (this.pending.size > 0) return;
+    this.idleTimer = setTimeout(() => this.close(), this.idleMs);
+    this.idleTimer.unref();
+  }
+
+  private clearIdle(): void {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
+  }
+}
+
+export interface HashSourcesResult {
+  files: Map<string, HashedFile>;
+  fromCache: number;
+  hashed: number;
+  hashedBytes: number;
+}
+
+/**
+ * MD5 of each path (unique paths, already stat'ed by the caller): cached ones from the
+ * cache, the rest through the pool, which also records them in the cache.
+ */
+export async function hashSources(
+  stats: ReadonlyMap<string, fs.BigIntStats>,
+  cache: HashCache,
+  pool: HashPool,
+  signal?: AbortSignal,
+): Promise<HashSourcesResult> {
+  cache.refresh();
+  const files = new Map<string, HashedFile>();
+  const misses: string[] = [];
+  let hashedBytes = 0;
+  for (const [p, st] of stats) {
+    const key = fileKey(st);
+    const md5 = cache.lookup(key);
+    if (md5) files.set(p, { md5, key });
+    else {
+      misses.push(p);
+      hashedBytes += Number(st.size);
+    }
+  }
+  const fromCache = files.size;
+  if (misses.length > 0) {
+    const results = await pool.hash(misses, signal);
+    const good: Array<{ key: FileKey; md5: string; hashedAtMs: number }> = [];
+    for (const r of results) {
+      if (r.error !== undefined) throw new HashError(r.path, r.error);
+      files.set(r.path, { md5: r.md5, key: r.key });
+      good.push(r);
+    }
+    cache.record(good);
+  }
+  return { files, fromCache, hashed: misses.length, hashedBytes };
+}
+
+/**
+ * Convenience for benchmarks and tools: MD5 hex digests of the files, in order, with a
+ * pool of `workers` threads (no cache). The pool is closed afterwards.
+ */
+export async function hashFiles(paths: readonly string[], workers: number): Promise<string[]> {
+  const pool = new HashPool(workers);
+  try {
+    const results = await pool.hash(paths);
+    return results.map((r) => {
+      if (r.error !== undefined) throw new HashError(r.path, r.error);
+      return r.md5;
+    });
+  } finally {
+    pool.close();
+  }
+}

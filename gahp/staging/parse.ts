@@ -1,0 +1,97 @@
+/**
+ * BOINC_SUBMIT's argument list, as HTCondor's gridmanager builds it:
+ *
+ *   <batch_name> <app_name> <njobs>
+ *   then per job: <job_name> <nargs> <arg>... <ninputs> (<src_path> <dst_name>)...
+ *   then (newer clients) six job parameters, each a number or NULL:
+ *   <rsc_fpops_est> <rsc_fpops_bound> <rsc_memory_bound> <rsc_disk_bound> <delay_bound> <app_version_num>
+ *
+ * Parsing is one linear pass over the tokens (lines can hold thousands of jobs). It checks
+ * the shape only; whether BOINC can carry the names and arguments is validate.ts's job.
+ */
+import { ArgumentError, parseCount, parseNumber } from '../protocol/commands.js';
+import type { JobParams } from '../../boinc-rpc/types.js';
+
+export interface SubmitInput {
+  /** Absolute path of the local file, as HTCondor sent it. */
+  src: string;
+  /** The name the job expects (an open_name of the app's input template). */
+  dst: string;
+}
+
+export interface SubmitJobSpec {
+  name: string;
+  args: string[];
+  inputs: SubmitInput[];
+}
+
+export interface SubmitRequest {
+  batchName: string;
+  appName: string;
+  jobs: SubmitJobSpec[];
+  /** Unset parameters are absent. */
+  jobParams: JobParams;
+  appVersionNum?: number;
+}
+
+/** The six trailing parameters, in the order HTCondor sends them. */
+const PARAM_NAMES = ['rsc_fpops_est', 'rsc_fpops_bound', 'rsc_memory_bound', 'rsc_disk_bound', 'delay_bound', 'app_version_num'] as const;
+
+export function parseSubmitArgs(args: string[]): SubmitRequest {
+  let i = 0;
+  const next = (what: string): string => {
+    const t = args[i];
+    if (t === undefined) throw new ArgumentError(`missing ${what} (the line ends after ${i} arguments)`);
+    i++;
+    return t;
+  };
+  const batchName = next('batch_name');
+  const appName = next('app_name');
+  const njobs = parseCount(next('njobs'), 'njobs');
+  if (njobs === 0) throw new ArgumentError('njobs must be at least 1');
+  // A job takes at least 3 tokens, which bounds njobs by the line itself.
+  if (njobs * 3 > args.length - i) throw new ArgumentError(`${njobs} jobs announced, but only ${args.length - i} arguments follow`);
+
+  const jobs: SubmitJobSpec[] = new Array(njobs);
+  for (let j = 0; j < njobs; j++) {
+    const name = next(`job_name of job ${j + 1}`);
+    const nargs = parseCount(next(`nargs of job ${name}`), `nargs of job ${name}`);
+    if (nargs > args.length - i) throw new ArgumentError(`job ${name}: ${nargs} arguments announced, only ${args.length - i} follow`);
+    const jobArgs = args.slice(i, i + nargs);
+    i += nargs;
+    const ninputs = parseCount(next(`ninputs of job ${name}`), `ninputs of job ${name}`);
+    if (ninputs * 2 > args.length - i) throw new ArgumentError(`job ${name}: ${ninputs} input files announced, only ${args.length - i} arguments follow`);
+    const inputs: SubmitInput[] = new Array(ninputs);
+    for (let k = 0; k < ninputs; k++) {
+      const src = next(`src_path of input ${k + 1} of job ${name}`);
+      const dst = next(`dst_name of input ${k + 1} of job ${name}`);
+      inputs[k] = { src, dst };
+    }
+    jobs[j] = { name, args: jobArgs, inputs };
+  }
+
+  const rest = args.length - i;
+  const jobParams: JobParams = {};
+  let appVersionNum: number | undefined;
+  if (rest === PARAM_NAMES.length) {
+    const values = PARAM_NAMES.map((what) => {
+      const t = args[i++]!;
+      return t === 'NULL' ? undefined : parseNumber(t, what);
+    });
+    const [est, bound, mem, disk, delay, version] = values;
+    for (const [k, v] of [['rscFpopsEst', est], ['rscFpopsBound', bound], ['rscMemoryBound', mem], ['rscDiskBound', disk], ['delayBound', delay]] as const) {
+      if (v === undefined) continue;
+      if (v < 0) throw new ArgumentError(`${k} must not be negative, got ${v}`);
+      jobParams[k] = v;
+    }
+    if (version !== undefined) {
+      if (!Number.isInteger(version) || version < 0) throw new ArgumentError(`app_version_num must be a non-negative integer, got ${version}`);
+      appVersionNum = version;
+    }
+  } else if (rest !== 0) {
+    throw new ArgumentError(`expected 6 job parameters (or none) after the ${njobs} jobs, got ${rest} more arguments`);
+  }
+  const req: SubmitRequest = { batchName, appName, jobs, jobParams };
+  if (appVersionNum !== undefined) req.appVersionNum = appVersionNum;
+  return req;
+}

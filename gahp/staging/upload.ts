@@ -1,0 +1,246 @@
+/**
+ * Puts a batch's input files on the server and links every one of them to the batch, so
+ * BOINC's file deleter keeps them while the batch lives. Safe against the real server's
+ * non-idempotent file RPCs (BOINC-RPC.md, "What the real server does"):
+ *
+ * - `query_files` WITH batch_id links present files; repeating it for a file already linked
+ *   fails (`Duplicate entry`). It is sent once per name, and only for a batch we just created.
+ * - `upload_files` of a registered name fails; it is sent only for names a query reported
+ *   absent, with batch_id and delete_time so the uploaded files are linked and protected.
+ * - After anything failed or uncertain, what is present is learnt with `query_files` WITHOUT
+ *   batch_id (idempotent); present files are then linked one name per call, where a
+ *   `Duplicate entry` answer proves the file was already linked. Only absent files are
+ *   uploaded again. Bounded retries with backoff.
+ * - Before a file is uploaded its identity (dev, ino, size, mtime) is checked against the
+ *   one that was hashed: a file changed since is never uploaded under a stale name.
+ */
+import * as fs from 'node:fs';
+import PQueue from 'p-queue';
+import { BoincRpcError } from '../../boinc-rpc/errors.js';
+import type { BoincRpc } from '../../boinc-rpc/types.js';
+import type { FileKey } from './hash-types.js';
+import { chunks, planUploads } from './plan.js';
+
+export interface StageFile {
+  physName: string;
+  path: string;
+  size: number;
+  key: FileKey;
+}
+
+export interface StageOptions {
+  rpc: BoincRpc;
+  batchId: number;
+  /** Unix time until which the server must keep the files even without a live batch. */
+  deleteTime: number;
+  /**
+   * The batch existed before this command (crash recovery): some files may already be
+   * linked to it, so no multi-name batch-linked query is sent.
+   */
+  reused: boolean;
+  uploadConcurrency: number;
+  uploadBatchBytes: number;
+  uploadBatchFiles: number;
+  /** Attempts per upload group before giving up (default 5). */
+  maxAttempts?: number;
+  /** First backoff delay in ms (default 250). */
+  retryBaseMs?: number;
+  log?: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+export interface StageReport {
+  /** Files that were already on the server (linked by query). */
+  present: number;
+  /** Files uploaded by this command. */
+  uploaded: number;
+  uploadedBytes: number;
+  /** upload_files requests sent (including retries). */
+  uploadRequests: number;
+  /** Recoveries after failed or uncertain calls. */
+  recoveries: number;
+}
+
+/** The stage at which staging failed, for the user's message. */
+export class StagingError extends Error {
+  override name = 'StagingError';
+}
+
+/** How many names one query_files carries. */
+const QUERY_CHUNK = 1000;
+
+const isDuplicate = (err: unknown) => err instanceof BoincRpcError && /Duplicate entry/i.test(err.serverMessage);
+
+/** Errors that repeating cannot fix: give up at once. */
+function isPermanent(err: unknown): boolean {
+  if (!(err instanceof BoincRpcError)) return true;
+  if (err.kind === 'local') return true;
+  if (err.kind === 'server' && /authenticator|access|immutab|not owner|no such batch|no batch/i.test(err.serverMessage)) return true;
+  if (err.kind === 'protocol' && err.options.httpStatus !== undefined && err.options.httpStatus < 500) return true;
+  return false;
+}
+
+export async function stageFiles(files: readonly StageFile[], opts: StageOptions): Promise<StageReport> {
+  const { rpc, batchId, deleteTime } = opts;
+  const log = opts.log ?? (() => undefined);
+  const maxAttempts = opts.maxAttempts ?? 5;
+  const baseMs = opts.retryBaseMs ?? 250;
+  const report: StageReport = { present: 0, uploaded: 0, uploadedBytes: 0, uploadRequests: 0, recoveries: 0 };
+  const aborted = () => {
+    if (opts.signal?.aborted) throw new StagingError('the GAHP is shutting down');
+  };
+  const sleep = (attempt: number) => new Promise((r) => setTimeout(r, Math.min(5000, baseMs * 2 ** attempt * (0.5 + Math.random()))));
+
+  /** Repeats an idempotent call on errors that are not permanent. */
+  async function retrying<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      aborted();
+      try {
+        return await fn();
+      } catch (err) {
+        if (isPermanent(err) || attempt + 1 >= maxAttempts) throw err;
+        log(`staging: ${what}: ${(err as Error).message}; retrying`);
+        await sleep(attempt);
+      }
+    }
+  }
+
+  /** What the server has, without linking anything (idempotent). Returns the absent ones. */
+  async function probe(list: readonly StageFile[]): Promise<{ present: StageFile[]; absent: StageFile[] }> {
+    const present: StageFile[] = [];
+    const absent: StageFile[] = [];
+    for (const part of chunks(list, QUERY_CHUNK)) {
+      const idx = await retrying('query_files', () => rpc.queryFiles({ physNames: part.map((f) => f.physName), deleteTime }));
+      const missing = new Set(idx);
+      part.forEach((f, i) => (missing.has(i) ? absent : present).push(f));
+    }
+    return { present, absent };
+  }
+
+  /**
+   * Links one present file to the batch. `Duplicate entry` means it already was. Returns
+   * false when the file turned out absent (deleted meanwhile): it must be uploaded.
+   */
+  async function linkOne(f: StageFile): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      aborted();
+      try {
+        const idx = await rpc.queryFiles({ physNames: [f.physName], batchId, deleteTime });
+        return idx.length === 0;
+      } catch (err) {
+        if (isDuplicate(err) && !/jf_name|md5/i.test((err as BoincRpcError).serverMessage)) return true;
+        if (isPermanent(err) || attempt + 1 >= maxAttempts) throw err;
+        await sleep(attempt);
+      }
+    }
+  }
+
+  /** Links present files, one call each (safe whatever is already linked). Returns the absent ones. */
+  async function linkEach(list: readonly StageFile[]): Promise<StageFile[]> {
+    const absent: StageFile[] = [];
+    const q = new PQueue({ concurrency: Math.max(1, opts.uploadConcurrency) });
+    await Promise.all(list.map((f) => q.add(async () => {
+      if (!(await linkOne(f))) absent.push(f);
+    })));
+    return absent;
+  }
+
+  /**
+   * First look at a fresh batch: one batch-linked query per chunk, which links what is
+   * present. If such a query fails we cannot know what it linked: fall back to probe +
+   * one-by-one linking for that chunk.
+   */
+  async function firstQuery(list: readonly StageFile[]): Promise<StageFile[]> {
+    const toUpload: StageFile[] = [];
+    for (const part of chunks(list, QUERY_CHUNK)) {
+      aborted();
+      try {
+        const idx = new Set(await rpc.queryFiles({ physNames: part.map((f) => f.physName), batchId, deleteTime }));
+        part.forEach((f, i) => (idx.has(i) ? toUpload.push(f) : report.present++));
+      } catch (err) {
+        if (isPermanent(err) && !isDuplicate(err)) throw err;
+        log(`staging: batch-linked query_files failed (${(err as Error).message}); finding out what is present`);
+        report.recoveries++;
+        toUpload.push(...(await recover(part)));
+      }
+    }
+    return toUpload;
+  }
+
+  /**
+   * After a failure or on a reused batch: link what is present, return what must be
+   * uploaded. On a reused batch (`optimistic`) one batch-linked query for all present files
+   * is tried first: it succeeds when none was linked yet (the usual crash: right after
+   * create_batch); a `Duplicate entry` sends us to one-by-one linking.
+   */
+  async function recover(list: readonly StageFile[], optimistic = false): Promise<StageFile[]> {
+    const { present, absent } = await probe(list);
+    let gone: StageFile[] | undefined;
+    if (optimistic && present.length > 0 && present.length <= QUERY_CHUNK) {
+      try {
+        const idx = new Set(await rpc.queryFiles({ physNames: present.map((f) => f.physName), batchId, deleteTime }));
+        gone = present.filter((_, i) => idx.has(i));
+      } catch (err) {
+        if (isPermanent(err) && !isDuplicate(err)) throw err;
+        log(`staging: linking ${present.length} present files at once failed (${(err as Error).message}); linking one by one`);
+      }
+    }
+    gone ??= await linkEach(present);
+    report.present += present.length - gone.length;
+    return [...absent, ...gone];
+  }
+
+  function checkUnchanged(f: StageFile): void {
+    let st: fs.BigIntStats;
+    try {
+      st = fs.statSync(f.path, { bigint: true });
+    } catch (err) {
+      throw new StagingError(`input file ${f.path} cannot be read any more: ${(err as Error).message}`);
+    }
+    if (st.dev.toString() !== f.key.dev || st.ino.toString() !== f.key.ino || st.size.toString() !== f.key.size || st.mtimeNs.toString() !== f.key.mtimeNs) {
+      throw new StagingError(`input file ${f.path} changed while the batch was being submitted`);
+    }
+  }
+
+  async function uploadGroup(group: StageFile[]): Promise<void> {
+    let todo = group;
+    for (let attempt = 0; todo.length > 0; attempt++) {
+      aborted();
+      for (const f of todo) checkUnchanged(f);
+      try {
+        report.uploadRequests++;
+        await rpc.uploadFiles({ files: todo.map((f) => ({ physName: f.physName, path: f.path })), batchId, deleteTime });
+        report.uploaded += todo.length;
+        for (const f of todo) report.uploadedBytes += f.size;
+        return;
+      } catch (err) {
+        if ((isPermanent(err) && !isDuplicate(err)) || attempt + 1 >= maxAttempts) throw err;
+        log(`staging: upload_files of ${todo.length} files failed (${(err as Error).message}); finding out what arrived`);
+        report.recoveries++;
+        await sleep(attempt);
+        const before = todo.length;
+        todo = await recover(todo);
+        report.uploaded += before - todo.length;
+        report.present -= before - todo.length;
+      }
+    }
+  }
+
+  const toUpload = opts.reused ? await recover(files, true) : await firstQuery(files);
+  if (toUpload.length > 0) {
+    const groups = planUploads(toUpload, opts.uploadBatchBytes, opts.uploadBatchFiles);
+    const q = new PQueue({ concurrency: Math.max(1, opts.uploadConcurrency) });
+    let failure: unknown;
+    await Promise.all(groups.map((g) => q.add(async () => {
+      if (failure !== undefined) return;
+      try {
+        await uploadGroup(g);
+      } catch (err) {
+        failure ??= err;
+        q.clear();
+      }
+    })));
+    if (failure !== undefined) throw failure;
+  }
+  return report;
+}

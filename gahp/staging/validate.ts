@@ -1,0 +1,152 @@
+/**
+ * Checks BOINC_SUBMIT makes before anything is created or uploaded: names and arguments
+ * BOINC can carry, input files that exist and can be read, input counts that match the
+ * app's template (and the template order of the files).
+ */
+import * as fs from 'node:fs';
+import type { SubmitJobSpec, SubmitRequest } from './parse.js';
+
+/** A check failed: the batch fails with this message, and nothing was sent. */
+export class SubmitCheckError extends Error {
+  override name = 'SubmitCheckError';
+}
+
+/**
+ * Characters an argument may not hold. The real server passes the command line to
+ * create_work as `--command_line "<text>"` through a shell and then into SQL and XML
+ * unescaped (BOINC-RPC.md, "Command lines"): whitespace splits it, quotes break it, a
+ * backslash vanishes, `<` `>` `&` corrupt the workunit XML. `$` and backquote are refused
+ * too: inside double quotes a shell expands them. Control characters (C0, DEL, C1) and
+ * Unicode spaces are refused as whitespace.
+ */
+const BAD_ARG_CHAR = /[\s'"\\<>&$`\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]/u;
+
+/**
+ * Job and batch names: the real server puts them unquoted on create_work's command line
+ * (`--wu_name NAME`), in SQL, in XML and in file names, and the gridmanager gets them back
+ * through Latin-1 replies. So a conservative set: ASCII letters, digits and `_ . - @ # : + , = %`
+ * (HTCondor's `condor#schedd@host#app#time#cluster.proc` fits), not starting with `-` or `#`.
+ */
+const GOOD_NAME = /^[A-Za-z0-9_.@:+,=%][A-Za-z0-9_.@#:+,=%-]*$/;
+
+function show(text: string): string {
+  const cut = text.length > 60 ? text.slice(0, 60) + '...' : text;
+  return JSON.stringify(cut);
+}
+
+/** Why a name cannot be carried, or undefined when it can. */
+export function nameProblem(name: string): string | undefined {
+  if (name.length > 200) return 'is longer than 200 characters';
+  if (!GOOD_NAME.test(name)) return 'may hold only ASCII letters, digits and _ . - @ # : + , = % (not starting with - or #)';
+  return undefined;
+}
+
+/** Why an argument cannot be carried intact, or undefined when it can. */
+export function argumentProblem(arg: string): string | undefined {
+  if (arg.length === 0) return 'is empty';
+  const m = BAD_ARG_CHAR.exec(arg);
+  if (m) {
+    const c = m[0];
+    const code = c.codePointAt(0)!;
+    const what = code < 0x21 || (code >= 0x7f && code <= 0x9f) || /\s/u.test(c) ? `character U+${code.toString(16).toUpperCase().padStart(4, '0')} (whitespace or control)` : `character ${c}`;
+    return `holds ${what}, which BOINC's create_work cannot carry intact`;
+  }
+  return undefined;
+}
+
+/**
+ * Throws SubmitCheckError for the first batch name, job name or argument BOINC cannot
+ * carry; also for a job name used twice. Pure: no I/O.
+ */
+export function checkNamesAndArguments(req: SubmitRequest): void {
+  const bp = nameProblem(req.batchName);
+  if (bp) throw new SubmitCheckError(`batch name ${show(req.batchName)} ${bp}`);
+  const ap = nameProblem(req.appName);
+  if (ap) throw new SubmitCheckError(`app name ${show(req.appName)} ${ap}`);
+  const seen = new Set<string>();
+  for (const job of req.jobs) {
+    const np = nameProblem(job.name);
+    if (np) throw new SubmitCheckError(`job name ${show(job.name)} ${np}`);
+    if (seen.has(job.name)) throw new SubmitCheckError(`job name ${show(job.name)} appears twice in the batch`);
+    seen.add(job.name);
+    for (let a = 0; a < job.args.length; a++) {
+      const problem = argumentProblem(job.args[a]!);
+      if (problem) throw new SubmitCheckError(`job ${job.name}: argument ${a + 1} ${show(job.args[a]!)} ${problem}`);
+    }
+  }
+}
+
+/** The job's command line as BOINC gets it (arguments already checked). */
+export function commandLine(job: SubmitJobSpec): string {
+  return job.args.join(' ');
+}
+
+/** The distinct source paths, in first-seen order. */
+export function uniqueSources(jobs: readonly SubmitJobSpec[]): string[] {
+  const seen = new Set<string>();
+  for (const job of jobs) for (const input of job.inputs) seen.add(input.src);
+  return [...seen];
+}
+
+/**
+ * Checks each path is an existing, readable regular file; returns its stat (bigint, for
+ * the hash cache key). Throws SubmitCheckError naming the first bad path.
+ */
+export async function checkInputFiles(paths: readonly string[], concurrency = 32): Promise<Map<string, fs.BigIntStats>> {
+  const stats = new Map<string, fs.BigIntStats>();
+  let next = 0;
+  let failure: SubmitCheckError | undefined;
+  const worker = async () => {
+    while (failure === undefined && next < paths.length) {
+      const p = paths[next++]!;
+      try {
+        if (!p.startsWith('/')) throw new SubmitCheckError(`input file ${show(p)} is not an absolute path`);
+        const st = await fs.promises.stat(p, { bigint: true });
+        if (!st.isFile()) throw new SubmitCheckError(`input file ${p} is not a regular file`);
+        await fs.promises.access(p, fs.constants.R_OK);
+        stats.set(p, st);
+      } catch (err) {
+        if (err instanceof SubmitCheckError) failure ??= err;
+        else {
+          const e = err as NodeJS.ErrnoException;
+          const why = e.code === 'ENOENT' ? 'does not exist' : e.code === 'EACCES' ? 'is not readable (permission denied)' : `cannot be read (${e.code ?? e.message})`;
+          failure ??= new SubmitCheckError(`input file ${p} ${why}`);
+        }
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, paths.length) }, worker));
+  if (failure) throw failure;
+  return stats;
+}
+
+/**
+ * Puts each job's inputs into the app's input-template order. When every job names each
+ * template open_name exactly once, its files are sorted into template order; otherwise
+ * every job keeps HTCondor's order. A job whose input count differs from the template's
+ * fails the batch (named in the message).
+ */
+export function orderInputs(jobs: readonly SubmitJobSpec[], openNames: readonly string[]): { jobs: SubmitJobSpec[]; reordered: boolean } {
+  const want = openNames.length;
+  for (const job of jobs) {
+    if (job.inputs.length !== want) {
+      throw new SubmitCheckError(`job ${job.name} has ${job.inputs.length} input files, but the app's input template has ${want}${want ? ` (${openNames.join(', ')})` : ''}`);
+    }
+  }
+  const position = new Map<string, number>();
+  openNames.forEach((n, i) => position.set(n, i));
+  const templateOrder = position.size === want && jobs.every((job) => {
+    const used = new Set<string>();
+    for (const input of job.inputs) {
+      if (!position.has(input.dst) || used.has(input.dst)) return false;
+      used.add(input.dst);
+    }
+    return true;
+  });
+  if (!templateOrder) return { jobs: [...jobs], reordered: false };
+  const ordered = jobs.map((job) => ({
+    ...job,
+    inputs: [...job.inputs].sort((a, b) => position.get(a.dst)! - position.get(b.dst)!),
+  }));
+  return { jobs: ordered, reordered: true };
+}
