@@ -1,37 +1,154 @@
-/** The boinc-gahp command line. With no subcommand it is the GAHP on stdio. */
-import * as fs from 'node:fs';
-import { Command, Option } from 'commander';
-import { Logger } from '../log.js';
+/**
+ * The boinc-gahp command line. With no subcommand it is the GAHP on stdio, what HTCondor's
+ * gridmanager runs (BOINC_GAHP points at bin/boinc-gahp); on a terminal it becomes an
+ * interactive prompt over the same protocol. Subcommands (ping, status, fetch, abort,
+ * retire, lease, submit) drive an in-process GAHP through the same protocol.
+ *
+ * Exit codes: 0 success; 1 failure reported by the GAHP/BOINC; 2 usage or configuration error.
+ */
+import { Command, CommanderError, Option } from 'commander';
 import { runGahp } from './run-gahp.js';
+import { runInteractive } from './interactive.js';
 import { GAHP_VERSION } from '../version.js';
+import {
+  EXIT_FAILED, EXIT_USAGE, UsageError, abortCmd, fetchCmd, leaseCmd, makeLogger, pingCmd, readAuthenticator,
+  retireCmd, runOptions, statusCmd, type GlobalOptions,
+} from './subcommands.js';
+import { submitCmd } from './submit.js';
+import { SubmitFileError } from './submit-file.js';
+
+function positiveNumber(what: string) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${what} must be a positive number, got "${v}"`);
+    return n;
+  };
+}
+
+function positiveInt(what: string) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${what} must be a positive integer, got "${v}"`);
+    return n;
+  };
+}
 
 export async function main(argv: string[]): Promise<number> {
+  let code = 0;
   const program = new Command();
   program
     .name('boinc-gahp')
-    .description('GAHP server that lets HTCondor run jobs on a BOINC project')
-    .version(GAHP_VERSION)
-    .addOption(new Option('--state-dir <dir>', 'ledger and hash cache directory').env('BOINC_GAHP_STATE_DIR'))
-    .addOption(new Option('--log <file>', 'write a debug log to this file').env('BOINC_GAHP_LOG'))
+    .description(
+      'GAHP server that lets HTCondor run jobs on a BOINC project.\n\n' +
+      'With no command: the GAHP on stdin/stdout (what HTCondor runs; set BOINC_GAHP to this\n' +
+      'program). On a terminal it is an interactive prompt over the same protocol.',
+    )
+    .version(GAHP_VERSION, '-V, --version')
+    .exitOverride()
+    .showHelpAfterError('(add --help for usage)')
+    .addOption(new Option('--state-dir <dir>', 'ledger, cluster ids and hash cache (default $XDG_STATE_HOME/boinc-gahp)').env('BOINC_GAHP_STATE_DIR'))
+    .addOption(new Option('--log <file>', 'append a debug log to this file').env('BOINC_GAHP_LOG'))
+    .addOption(new Option('--log-level <level>', 'log detail').choices(['error', 'warn', 'info', 'debug']).default('debug').env('BOINC_GAHP_LOG_LEVEL'))
     .addOption(new Option('--debug', 'write the debug log to stderr'))
-    .addOption(new Option('--project-url <url>', 'select this project at start').env('BOINC_GAHP_PROJECT_URL'))
+    .addOption(new Option('--project-url <url>', 'BOINC project URL (pre-selects it, like BOINC_SELECT_PROJECT)').env('BOINC_GAHP_PROJECT_URL'))
     .addOption(new Option('--authenticator-file <file>', 'file holding the account authenticator').env('BOINC_GAHP_AUTHENTICATOR_FILE'))
-    .addOption(new Option('--rpc-timeout <seconds>', 'timeout of one RPC').env('BOINC_GAHP_RPC_TIMEOUT').argParser(Number))
-    .addOption(new Option('--concurrency <n>', 'RPCs in flight per project').env('BOINC_GAHP_CONCURRENCY').argParser(Number));
+    .addOption(new Option('--rpc-timeout <seconds>', 'timeout of one BOINC RPC').env('BOINC_GAHP_RPC_TIMEOUT').argParser(positiveNumber('--rpc-timeout')))
+    .addOption(new Option('--concurrency <n>', 'BOINC RPCs in flight at once per project').env('BOINC_GAHP_CONCURRENCY').argParser(positiveInt('--concurrency')))
+    .addOption(new Option('--protocol', 'speak the raw protocol even on a terminal (no interactive prompt)'))
+    .addOption(new Option('--interactive', 'use the interactive prompt even when stdin is not a terminal'));
 
-  let code = 0;
-  program.action(async (opts) => {
-    const log = opts.log ? Logger.toFile(opts.log) : opts.debug ? Logger.toStderr() : Logger.silent();
-    const authenticator = opts.authenticatorFile ? fs.readFileSync(opts.authenticatorFile, 'utf8').trim() : undefined;
-    code = await runGahp({
-      stateDir: opts.stateDir,
-      log,
-      projectUrl: opts.projectUrl,
-      authenticator,
-      rpcTimeoutMs: opts.rpcTimeout ? opts.rpcTimeout * 1000 : undefined,
-      rpcConcurrency: opts.concurrency,
-    });
+  const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals() as GlobalOptions;
+
+  program.action(async (opts: GlobalOptions & { protocol?: boolean; interactive?: boolean }) => {
+    const authenticator = opts.authenticatorFile ? readAuthenticator(opts.authenticatorFile) : undefined;
+    if (opts.authenticatorFile && !opts.projectUrl) throw new UsageError('--authenticator-file needs --project-url too');
+    const base = { ...runOptions(opts), projectUrl: opts.projectUrl, authenticator: opts.projectUrl ? authenticator : undefined };
+    if (opts.interactive || (!opts.protocol && process.stdin.isTTY)) {
+      code = await runInteractive(base);
+    } else {
+      code = await runGahp({ ...base, log: makeLogger(opts) });
+    }
   });
-  await program.parseAsync(argv);
+
+  program
+    .command('ping')
+    .description('check that the project answers and accepts the account (BOINC_PING)')
+    .action(async (_o, cmd: Command) => {
+      code = await pingCmd(globals(cmd));
+    });
+
+  program
+    .command('status')
+    .description('batches this machine submitted, from the ledger in the state directory: lease expiry, job counts per status')
+    .option('--json', 'machine-readable output')
+    .option('--all', 'include retired batches')
+    .action((o: { json?: boolean; all?: boolean }, cmd: Command) => {
+      code = statusCmd(globals(cmd), o);
+    });
+
+  program
+    .command('fetch')
+    .description('fetch the output files of a finished job (BOINC_FETCH_OUTPUT)')
+    .argument('<job_name>', 'the BOINC job name, e.g. condor#schedd#app#1796204752#12.0')
+    .option('-d, --dir <dir>', 'where outputs go (the job\'s iwd)', '.')
+    .option('--stderr <path>', "append the job's stderr to this file", '/dev/null')
+    .option('-f, --file <name[=dest]...>', 'fetch only these output files (SOME), optionally renamed')
+    .action(async (jobName: string, o: { dir?: string; stderr?: string; file?: string[] }, cmd: Command) => {
+      code = await fetchCmd(globals(cmd), jobName, o);
+    });
+
+  program
+    .command('abort')
+    .description('abort jobs (BOINC_ABORT_JOBS)')
+    .argument('<job_name...>', 'job names')
+    .action(async (names: string[], _o, cmd: Command) => {
+      code = await abortCmd(globals(cmd), names);
+    });
+
+  program
+    .command('retire')
+    .description('retire a batch: the server may delete its files (BOINC_RETIRE_BATCH)')
+    .argument('<batch_name>', 'batch name')
+    .action(async (name: string, _o, cmd: Command) => {
+      code = await retireCmd(globals(cmd), name);
+    });
+
+  program
+    .command('lease')
+    .description('set how long the server keeps a batch (BOINC_SET_LEASE)')
+    .argument('<batch_name>', 'batch name')
+    .option('--hours <h>', 'lease from now, in hours (default 6)', positiveNumber('--hours'))
+    .option('--until <unix_time>', 'lease until this unix time', positiveNumber('--until'))
+    .action(async (name: string, o: { hours?: number; until?: number }, cmd: Command) => {
+      code = await leaseCmd(globals(cmd), name, o);
+    });
+
+  program
+    .command('submit')
+    .description('submit an HTCondor submit description to BOINC through the GAHP, wait, and fetch outputs as HTCondor would')
+    .argument('<submit_file>', 'HTCondor submit description (universe = grid, grid_resource = boinc <url>)')
+    .option('--no-wait', 'return once the jobs are submitted')
+    .option('--new', 'submit again as a new cluster (default: re-running the same file resumes it)')
+    .option('--poll <seconds>', 'seconds between status queries', positiveNumber('--poll'), 10)
+    .option('--timeout <seconds>', 'give up waiting after this long (exit 1)', positiveNumber('--timeout'))
+    .option('--spawn', 'run the GAHP as a child process (bin/boinc-gahp) instead of in-process')
+    .action(async (file: string, o: { wait: boolean; new?: boolean; poll: number; timeout?: number; spawn?: boolean }, cmd: Command) => {
+      code = await submitCmd(globals(cmd), file, o);
+    });
+
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version exit 0; any other command-line mistake is a usage error.
+      return err.exitCode === 0 ? 0 : EXIT_USAGE;
+    }
+    if (err instanceof UsageError || err instanceof SubmitFileError) {
+      process.stderr.write(`boinc-gahp: ${err.message}\n`);
+      return EXIT_USAGE;
+    }
+    process.stderr.write(`boinc-gahp: ${(err as Error)?.message ?? String(err)}\n`);
+    return EXIT_FAILED;
+  }
   return code;
 }

@@ -12,6 +12,7 @@ import { JournalLedger } from '../ledger/journal-ledger.js';
 import { BoincClient } from '../../boinc-rpc/client.js';
 import { gahpBanner } from '../version.js';
 import type { GahpConfig, GahpServices } from '../services.js';
+import type { Command } from '../protocol/commands.js';
 
 export interface GahpRunOptions {
   stateDir?: string;
@@ -60,22 +61,38 @@ export function createServices(opts: GahpRunOptions): GahpServices {
   return { session, config, log, ledger: JournalLedger.open(stateDir) };
 }
 
+export interface RunningGahp {
+  server: GahpServer;
+  services: GahpServices;
+  /** The BOINC_* commands the server was given (the interactive CLI reads usage/summary and parse from them). */
+  commands: Command[];
+  /** Resolves with the exit code once the server has shut down (QUIT, EOF, broken output). */
+  exited: Promise<number>;
+}
+
+/** Assembles and starts a GAHP on the given streams (stdin/stdout by default). */
+export function startGahp(opts: GahpRunOptions = {}): RunningGahp {
+  const services = createServices(opts);
+  const commands = boincCommands(services);
+  let onExit: (code: number) => void = () => undefined;
+  const exited = new Promise<number>((resolve) => { onExit = resolve; });
+  const server = new GahpServer({
+    input: opts.input ?? process.stdin,
+    output: opts.output ?? process.stdout,
+    commands,
+    banner: gahpBanner(),
+    log: services.log,
+    maxLineBytes: opts.maxLineBytes,
+    concurrency: opts.commandConcurrency,
+    onExit: (code) => onExit(code),
+  });
+  server.onShutdown(() => services.session.close());
+  server.onShutdown(() => services.ledger.close());
+  server.start();
+  return { server, services, commands, exited };
+}
+
 /** Runs the GAHP until QUIT or EOF; resolves with the exit code. */
 export function runGahp(opts: GahpRunOptions = {}): Promise<number> {
-  const services = createServices(opts);
-  return new Promise((resolve) => {
-    const server = new GahpServer({
-      input: opts.input ?? process.stdin,
-      output: opts.output ?? process.stdout,
-      commands: boincCommands(services),
-      banner: gahpBanner(),
-      log: services.log,
-      maxLineBytes: opts.maxLineBytes,
-      concurrency: opts.commandConcurrency,
-      onExit: resolve,
-    });
-    server.onShutdown(() => services.session.close());
-    server.onShutdown(() => services.ledger.close());
-    server.start();
-  });
+  return startGahp(opts).exited;
 }

@@ -1,0 +1,365 @@
+/**
+ * A GAHP protocol client: speaks to a GAHP exactly as HTCondor's gridmanager does (start-up
+ * sequence, RESPONSE_PREFIX, async mode, `R` notifications answered with RESULTS). The
+ * subcommands, `submit`, the interactive prompt and the demo all drive the GAHP through
+ * this, so whatever works here works for HTCondor. The GAHP on the other end is either
+ * in-process (a GahpServer on in-memory streams) or a child process (bin/boinc-gahp).
+ */
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { joinTokens, splitTokens } from '../protocol/escape.js';
+import { startGahp, type GahpRunOptions } from './run-gahp.js';
+import type { Command } from '../protocol/commands.js';
+
+export type TrafficDirection = 'send' | 'recv';
+/** Sees every protocol line, secrets already masked (for the demo and `--trace`). */
+export type TrafficListener = (direction: TrafficDirection, line: string) => void;
+
+/** The GAHP answered a request line with something other than `S` (usually `E <message>`). */
+export class GahpRequestError extends Error {
+  override name = 'GahpRequestError';
+  constructor(readonly request: string, readonly reply: string) {
+    super(replyMessage(reply));
+  }
+}
+
+/** An async command's result was an error message instead of `NULL ...`. */
+export class GahpResultError extends Error {
+  override name = 'GahpResultError';
+  constructor(readonly command: string, message: string) {
+    super(message);
+  }
+}
+
+function replyMessage(reply: string): string {
+  const tokens = splitTokens(reply);
+  if (tokens[0] === 'E' || tokens[0] === 'F') return tokens.slice(1).join(' ') || 'the GAHP refused the request';
+  return `unexpected reply: ${reply.slice(0, 200)}`;
+}
+
+interface PendingReply {
+  /** RESULTS replies are followed by n result lines. */
+  results: boolean;
+  /** For RESPONSE_PREFIX: the prefix every line after an `S` reply carries. */
+  newPrefix?: string;
+  resolve(line: string): void;
+  reject(err: Error): void;
+}
+
+interface Transport {
+  write(line: string): void;
+  onLine(listener: (line: string) => void): void;
+  onClose(listener: (why: string) => void): void;
+  /** Ends stdin of the GAHP (EOF = QUIT) and waits for it to exit; resolves with its exit code. */
+  end(): Promise<number | null>;
+  kill(): void;
+}
+
+/** The repository root (holds bin/boinc-gahp), found from this module's location in src or dist. */
+export function repoRoot(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const pkg = path.join(dir, 'package.json');
+    if (fs.existsSync(pkg)) {
+      try {
+        if (JSON.parse(fs.readFileSync(pkg, 'utf8')).name === 'boinc-gahp') return dir;
+      } catch {
+        /* keep looking */
+      }
+    }
+    const up = path.dirname(dir);
+    if (up === dir) throw new Error('cannot find the boinc-gahp package root');
+    dir = up;
+  }
+}
+
+export function gahpBinPath(): string {
+  return path.join(repoRoot(), 'bin', 'boinc-gahp');
+}
+
+function lineSplitter(onLine: (line: string) => void): (chunk: Buffer | string) => void {
+  let partial = '';
+  return (chunk) => {
+    const parts = (partial + chunk.toString()).split('\n');
+    partial = parts.pop()!;
+    for (const p of parts) onLine(p.endsWith('\r') ? p.slice(0, -1) : p);
+  };
+}
+
+export class GahpClient {
+  /** The banner line the GAHP printed first. */
+  readonly banner: Promise<string>;
+  private resolveBanner!: (line: string) => void;
+  private rejectBanner!: (err: Error) => void;
+  private gotBanner = false;
+  private prefix = '';
+  private readonly replies: PendingReply[] = [];
+  /** Result lines still expected for the RESULTS reply being read. */
+  private resultLinesLeft = 0;
+  private readonly resultWaiters = new Map<string, { resolve(t: string[]): void; reject(e: Error): void }>();
+  private nextReqId = 1;
+  private draining = false;
+  private drainAgain = false;
+  private closedWhy: string | undefined;
+  private readonly secrets = new Set<string>();
+  /** Every protocol line, secrets masked. */
+  onTraffic: TrafficListener | undefined;
+  /** Results for request ids nobody awaits (e.g. typed by hand in interactive mode). */
+  onResult: ((reqId: string, tokens: string[]) => void) | undefined;
+  /** Lines that fit no request (a GAHP bug, or a missing prefix). */
+  onStray: ((line: string) => void) | undefined;
+  /** The BOINC_* commands of an in-process GAHP (usage, summary, parse), for help texts. */
+  commands: Command[] | undefined;
+
+  private constructor(private readonly transport: Transport) {
+    this.banner = new Promise((resolve, reject) => {
+      this.resolveBanner = resolve;
+      this.rejectBanner = reject;
+    });
+    this.banner.catch(() => undefined);
+    transport.onLine((line) => this.handleLine(line));
+    transport.onClose((why) => this.handleClose(why));
+  }
+
+  /** A GAHP running inside this process on in-memory streams (same server, same commands). */
+  static inProcess(opts: Omit<GahpRunOptions, 'input' | 'output'> = {}): GahpClient {
+    const toGahp = new PassThrough();
+    const fromGahp = new PassThrough();
+    const lineListeners: Array<(l: string) => void> = [];
+    const closeListeners: Array<(why: string) => void> = [];
+    fromGahp.on('data', lineSplitter((l) => lineListeners.forEach((f) => f(l))));
+    const running = startGahp({ ...opts, input: toGahp, output: fromGahp });
+    running.exited.then(() => closeListeners.forEach((f) => f('the GAHP exited')));
+    const client = new GahpClient({
+      write: (line) => toGahp.write(line + '\n'),
+      onLine: (f) => lineListeners.push(f),
+      onClose: (f) => closeListeners.push(f),
+      end: async () => {
+        toGahp.end();
+        return running.exited;
+      },
+      kill: () => void running.server.shutdown(),
+    });
+    client.commands = running.commands;
+    return client;
+  }
+
+  /** bin/boinc-gahp as a child process, exactly what HTCondor starts. */
+  static spawn(args: string[] = [], opts: { env?: NodeJS.ProcessEnv; onStderr?: (text: string) => void } = {}): GahpClient {
+    const child = spawn(process.execPath, [gahpBinPath(), ...args], {
+      env: { ...process.env, ...opts.env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    const lineListeners: Array<(l: string) => void> = [];
+    const closeListeners: Array<(why: string) => void> = [];
+    child.stdout.on('data', lineSplitter((l) => lineListeners.forEach((f) => f(l))));
+    child.stderr.on('data', (d: Buffer) => opts.onStderr?.(d.toString()));
+    child.stdin.on('error', () => undefined);
+    const exited = new Promise<number | null>((resolve) => {
+      child.on('exit', (code, signal) => {
+        closeListeners.forEach((f) => f(`the GAHP exited (${signal ?? `code ${code}`})`));
+        resolve(code);
+      });
+      child.on('error', (err) => {
+        closeListeners.forEach((f) => f(`cannot start the GAHP: ${err.message}`));
+        resolve(null);
+      });
+    });
+    return new GahpClient({
+      write: (line) => child.stdin.write(line + '\n'),
+      onLine: (f) => lineListeners.push(f),
+      onClose: (f) => closeListeners.push(f),
+      end: async () => {
+        child.stdin.end();
+        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        const code = await exited;
+        clearTimeout(timer);
+        return code;
+      },
+      kill: () => child.kill('SIGKILL'),
+    });
+  }
+
+  /** Strings never shown by onTraffic (the authenticator). */
+  addSecret(secret: string): void {
+    if (secret.length > 0) this.secrets.add(secret);
+  }
+
+  mask(line: string): string {
+    let out = line;
+    for (const s of this.secrets) if (out.includes(s)) out = out.split(s).join('***');
+    return out;
+  }
+
+  private trace(direction: TrafficDirection, line: string): void {
+    if (this.onTraffic) this.onTraffic(direction, this.mask(line));
+  }
+
+  private handleLine(raw: string): void {
+    this.trace('recv', raw);
+    if (!this.gotBanner) {
+      // Like the gridmanager: skip anything before a line starting with `$`.
+      if (raw.startsWith('$')) {
+        this.gotBanner = true;
+        this.resolveBanner(raw);
+      }
+      return;
+    }
+    let line = raw;
+    if (this.prefix) {
+      if (!line.startsWith(this.prefix)) {
+        this.onStray?.(raw);
+        return;
+      }
+      line = line.slice(this.prefix.length);
+    }
+    if (this.resultLinesLeft > 0) {
+      this.resultLinesLeft--;
+      this.dispatchResult(line);
+      return;
+    }
+    if (line === 'R') {
+      void this.drainResults();
+      return;
+    }
+    const pending = this.replies.shift();
+    if (!pending) {
+      this.onStray?.(raw);
+      return;
+    }
+    // The reply to RESPONSE_PREFIX comes under the old prefix; everything after it under the new.
+    if (pending.newPrefix !== undefined && line === 'S') this.prefix = pending.newPrefix;
+    if (pending.results) {
+      const m = /^S ([0-9]+)$/.exec(line);
+      if (m) this.resultLinesLeft = Number(m[1]);
+    }
+    pending.resolve(line);
+  }
+
+  private dispatchResult(line: string): void {
+    const tokens = splitTokens(line);
+    const reqId = tokens.shift() ?? '';
+    const waiter = this.resultWaiters.get(reqId);
+    if (waiter) {
+      this.resultWaiters.delete(reqId);
+      waiter.resolve(tokens);
+    } else {
+      this.onResult?.(reqId, tokens);
+    }
+  }
+
+  private handleClose(why: string): void {
+    if (this.closedWhy) return;
+    this.closedWhy = why;
+    const err = new Error(why);
+    if (!this.gotBanner) this.rejectBanner(err);
+    for (const p of this.replies.splice(0)) p.reject(err);
+    for (const w of this.resultWaiters.values()) w.reject(err);
+    this.resultWaiters.clear();
+  }
+
+  private async drainResults(): Promise<void> {
+    if (this.draining) {
+      this.drainAgain = true;
+      return;
+    }
+    this.draining = true;
+    try {
+      do {
+        this.drainAgain = false;
+        await this.send('RESULTS');
+      } while (this.drainAgain);
+    } catch {
+      /* closed: waiters were rejected */
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  /**
+   * Sends one raw request line; resolves with its reply line (prefix stripped). For RESULTS
+   * the result lines that follow are delivered to their waiters (or onResult).
+   */
+  send(line: string): Promise<string> {
+    if (this.closedWhy) return Promise.reject(new Error(this.closedWhy));
+    const word = (splitTokens(line)[0] ?? '').toUpperCase();
+    return new Promise<string>((resolve, reject) => {
+      const pending: PendingReply = { results: word === 'RESULTS', resolve, reject };
+      if (word === 'RESPONSE_PREFIX') pending.newPrefix = splitTokens(line)[1] ?? '';
+      this.replies.push(pending);
+      this.trace('send', line);
+      this.transport.write(line);
+    });
+  }
+
+  /** Sends a request built from tokens (escaped); throws GahpRequestError unless the reply is `S`. */
+  async request(tokens: string[]): Promise<string> {
+    const line = joinTokens(tokens);
+    const reply = await this.send(line);
+    if (reply !== 'S' && !reply.startsWith('S ')) throw new GahpRequestError(line, reply);
+    return reply;
+  }
+
+  /** A request id not in use. */
+  allocReqId(): string {
+    for (;;) {
+      const id = String(this.nextReqId++);
+      if (!this.resultWaiters.has(id)) return id;
+    }
+  }
+
+  /** Marks reqId as awaited: its result resolves the promise instead of going to onResult. */
+  awaitResult(reqId: string): Promise<string[]> {
+    return new Promise((resolve, reject) => {
+      if (this.closedWhy) return reject(new Error(this.closedWhy));
+      this.resultWaiters.set(reqId, { resolve, reject });
+    });
+  }
+
+  /**
+   * Runs an async BOINC_* command: assigns a request id, checks the immediate `S`, waits for
+   * the result. Resolves with the tokens after `NULL`; rejects with GahpResultError when
+   * the result is an error message.
+   */
+  async call(command: string, args: string[]): Promise<string[]> {
+    const reqId = this.allocReqId();
+    const result = this.awaitResult(reqId);
+    try {
+      await this.request([command, reqId, ...args]);
+    } catch (err) {
+      this.resultWaiters.delete(reqId);
+      throw err;
+    }
+    const tokens = await result;
+    if (tokens[0] === 'NULL') return tokens.slice(1);
+    throw new GahpResultError(command, tokens.join(' ') || 'failed without a message');
+  }
+
+  /** HTCondor's start-up sequence: COMMANDS, CONDOR_VERSION, RESPONSE_PREFIX, ASYNC_MODE_ON. Returns COMMANDS' list. */
+  async startup(prefix = 'GAHP:'): Promise<string[]> {
+    await this.banner;
+    const commands = splitTokens(await this.request(['COMMANDS'])).slice(1);
+    if (commands.includes('CONDOR_VERSION')) await this.send('CONDOR_VERSION $CondorVersion:\\ 9.0.0\\ May\\ 01\\ 2021\\ $');
+    if (commands.includes('RESPONSE_PREFIX')) await this.request(['RESPONSE_PREFIX', prefix]);
+    await this.request(['ASYNC_MODE_ON']);
+    return commands;
+  }
+
+  async selectProject(url: string, authenticator: string): Promise<void> {
+    this.addSecret(authenticator);
+    await this.request(['BOINC_SELECT_PROJECT', url, authenticator]);
+  }
+
+  /** QUIT (if still running), then wait for the GAHP to exit. */
+  async close(): Promise<number | null> {
+    if (!this.closedWhy) this.send('QUIT').catch(() => undefined);
+    return this.transport.end();
+  }
+
+  kill(): void {
+    this.transport.kill();
+  }
+}

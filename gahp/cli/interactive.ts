@@ -1,0 +1,256 @@
+/**
+ * Interactive mode: what `boinc-gahp` does when stdin is a terminal. A prompt with history
+ * in front of an in-process GAHP speaking the very same protocol HTCondor speaks: what you
+ * type is sent as a request line; request ids are optional (one is assigned when missing);
+ * results are fetched (RESULTS) and printed as soon as the GAHP announces them.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as readline from 'node:readline';
+import { joinTokens, splitTokens } from '../protocol/escape.js';
+import type { AsyncCommand, Command } from '../protocol/commands.js';
+import { GahpClient } from './gahp-client.js';
+import type { GahpRunOptions } from './run-gahp.js';
+import { GAHP_VERSION } from '../version.js';
+
+/** Help for the protocol's own commands (the BOINC_* ones come from their Command objects). */
+export const PROTOCOL_HELP: Array<{ name: string; usage: string; summary: string }> = [
+  { name: 'COMMANDS', usage: '', summary: 'List every command this GAHP supports.' },
+  { name: 'VERSION', usage: '', summary: 'Print the GAHP version banner.' },
+  { name: 'CONDOR_VERSION', usage: '<condor_version>', summary: "Tell the GAHP HTCondor's version; it answers with its own." },
+  { name: 'RESPONSE_PREFIX', usage: '<prefix>', summary: 'Start every later output line with <prefix> (HTCondor uses GAHP:).' },
+  { name: 'ASYNC_MODE_ON', usage: '', summary: 'Print R when a result is ready (on in interactive mode).' },
+  { name: 'ASYNC_MODE_OFF', usage: '', summary: 'Stop printing R; results wait for RESULTS.' },
+  { name: 'RESULTS', usage: '', summary: 'Deliver finished results (done for you here when R arrives).' },
+  { name: 'QUIT', usage: '', summary: 'Stop the GAHP (also: quit, exit, Ctrl-D).' },
+];
+
+const REQID = /^[0-9]{1,18}$/;
+
+export interface InteractiveOptions extends Omit<GahpRunOptions, 'input' | 'output'> {
+  input?: NodeJS.ReadableStream;
+  output?: NodeJS.WritableStream;
+  /** Where command history is kept (secrets removed); default <stateDir>/history. */
+  historyFile?: string;
+}
+
+/** Lines that carry a secret are kept in history without it. */
+export function historySafe(line: string): string {
+  const tokens = splitTokens(line);
+  if (tokens[0]?.toUpperCase() === 'BOINC_SELECT_PROJECT' && tokens.length >= 3) {
+    return joinTokens([tokens[0]!, tokens[1]!]) + ' ***';
+  }
+  return line;
+}
+
+/**
+ * Decides whether the user typed a request id: if the first argument looks like one and the
+ * rest parses, it is; otherwise an id is inserted. Returns the arguments after the reqid and
+ * the reqid (undefined = assign one).
+ */
+export function splitReqId(command: AsyncCommand, args: string[]): { reqId?: string; args: string[] } {
+  const first = args[0];
+  if (first !== undefined && REQID.test(first) && !/^0+$/.test(first)) {
+    try {
+      command.parse(args.slice(1));
+      return { reqId: first, args: args.slice(1) };
+    } catch {
+      /* fall through: maybe the number is an argument */
+    }
+    try {
+      command.parse(args);
+      return { args };
+    } catch {
+      return { reqId: first, args: args.slice(1) };
+    }
+  }
+  return { args };
+}
+
+/** A result as a person reads it. */
+export function describeResult(command: string | undefined, tokens: string[]): string[] {
+  const label = command ?? 'request';
+  if (tokens[0] !== 'NULL') return [`${label} failed: ${tokens.join(' ') || '(no message)'}`];
+  const rest = tokens.slice(1);
+  switch (command) {
+    case 'BOINC_FETCH_OUTPUT':
+      if (rest.length === 3) return [`${label} ok: exit status ${rest[0]}, wall clock ${rest[1]} s, cpu ${rest[2]} s`];
+      break;
+    case 'BOINC_QUERY_BATCHES': {
+      const lines = [`${label} ok: server time ${rest[0] ?? '?'}`];
+      let i = 1;
+      let b = 1;
+      while (i < rest.length) {
+        const n = Number(rest[i++]);
+        if (!Number.isFinite(n)) break;
+        lines.push(`  batch ${b++}: ${n} job${n === 1 ? '' : 's'} changed`);
+        for (let k = 0; k < n && i + 1 < rest.length + 1; k++, i += 2) lines.push(`    ${rest[i]}  ${rest[i + 1]}`);
+      }
+      return lines;
+    }
+  }
+  return [rest.length ? `${label} ok: ${rest.join(' ')}` : `${label} ok`];
+}
+
+export async function runInteractive(opts: InteractiveOptions = {}): Promise<number> {
+  const input = opts.input ?? process.stdin;
+  const output = opts.output ?? process.stdout;
+  const client = GahpClient.inProcess(opts);
+  const commands = new Map<string, Command>();
+  for (const c of client.commands ?? []) commands.set(c.name.toUpperCase(), c);
+  /** reqid -> command word, to label results. */
+  const inFlight = new Map<string, string>();
+  const isTty = Boolean((output as NodeJS.WriteStream).isTTY);
+
+  const historyFile = opts.historyFile ?? (opts.stateDir ? path.join(opts.stateDir, 'history') : undefined);
+  let history: string[] = [];
+  if (historyFile) {
+    try {
+      history = fs.readFileSync(historyFile, 'utf8').split('\n').filter((l) => l.length > 0).reverse().slice(0, 500);
+    } catch {
+      /* no history yet */
+    }
+  }
+
+  const rl = readline.createInterface({
+    input,
+    output,
+    terminal: isTty,
+    history,
+    historySize: 500,
+    removeHistoryDuplicates: true,
+    prompt: 'gahp> ',
+    completer: (line: string) => {
+      const words = [...commands.keys(), ...PROTOCOL_HELP.map((p) => p.name), 'help', 'quit'];
+      const hits = words.filter((w) => w.toLowerCase().startsWith(line.trim().toLowerCase()));
+      return [hits.length ? hits : words, line];
+    },
+  });
+  rl.on('history', (h: string[]) => {
+    // Never keep the authenticator, not even in memory.
+    if (h[0] !== undefined && historySafe(h[0]) !== h[0]) h[0] = historySafe(h[0]);
+    if (historyFile) {
+      try {
+        fs.mkdirSync(path.dirname(historyFile), { recursive: true, mode: 0o700 });
+        fs.writeFileSync(historyFile, [...h].reverse().join('\n') + '\n', { mode: 0o600 });
+      } catch {
+        /* history is a convenience */
+      }
+    }
+  });
+
+  const print = (text: string) => {
+    if (isTty) {
+      readline.clearLine(output, 0);
+      readline.cursorTo(output, 0);
+      output.write(text + '\n');
+      if (!closing) rl.prompt(true);
+    } else {
+      output.write(text + '\n');
+    }
+  };
+
+  let closing = false;
+  client.onResult = (reqId, tokens) => {
+    const word = inFlight.get(reqId);
+    inFlight.delete(reqId);
+    const lines = describeResult(word, tokens);
+    print(lines.map((l, i) => (i === 0 ? `[${reqId}] ${l}` : l)).join('\n'));
+  };
+  client.onStray = (line) => print(`(unexpected line from the GAHP: ${line})`);
+
+  const banner = await client.banner;
+  await client.request(['ASYNC_MODE_ON']);
+  output.write(
+    `${banner}\n` +
+    `boinc-gahp ${GAHP_VERSION} interactive mode: the GAHP protocol HTCondor speaks, by hand.\n` +
+    (opts.projectUrl && opts.authenticator ? `Project ${opts.projectUrl} is selected.\n` : 'No project selected yet: BOINC_SELECT_PROJECT <url> <authenticator> (or start with --project-url and --authenticator-file).\n') +
+    'Type "help" for commands, "help <COMMAND>" for one. Request ids are optional. "quit" or Ctrl-D leaves.\n',
+  );
+
+  const help = (word?: string): string => {
+    if (!word) {
+      const rows: Array<[string, string]> = [];
+      for (const c of commands.values()) rows.push([c.name, c.summary]);
+      for (const p of PROTOCOL_HELP) rows.push([p.name, p.summary]);
+      const w = Math.max(...rows.map((r) => r[0].length));
+      return ['Commands (case does not matter; <reqid> may be left out, one is assigned):',
+        ...rows.map(([n, s]) => `  ${n.padEnd(w)}  ${s}`),
+        'help <COMMAND> shows its arguments.'].join('\n');
+    }
+    const up = word.toUpperCase();
+    const c = commands.get(up);
+    if (c) {
+      const usage = c.kind === 'async' ? `${c.name} [<reqid>] ${c.usage.replace(/^<reqid>\s*/, '')}` : `${c.name} ${c.usage}`;
+      return `${usage.trim()}\n  ${c.summary}` + (c.kind === 'async' ? '\n  Answered S at once; the result is printed when it arrives.' : '');
+    }
+    const p = PROTOCOL_HELP.find((x) => x.name === up);
+    if (p) return `${p.name} ${p.usage}`.trim() + `\n  ${p.summary}`;
+    return `no command "${word}"; type "help" for the list`;
+  };
+
+  const handle = async (line: string): Promise<boolean> => {
+    const trimmed = line.trim();
+    if (trimmed === '') return true;
+    const tokens = splitTokens(trimmed);
+    const word = (tokens[0] ?? '').toUpperCase();
+    if (word === 'HELP' || word === '?') {
+      print(help(tokens[1]));
+      return true;
+    }
+    if (word === 'QUIT' || word === 'EXIT') return false;
+    const command = commands.get(word);
+    let lineToSend = trimmed;
+    let reqId: string | undefined;
+    if (command?.kind === 'async') {
+      const split = splitReqId(command, tokens.slice(1));
+      reqId = split.reqId ?? client.allocReqId();
+      while (split.reqId === undefined && inFlight.has(reqId)) reqId = client.allocReqId();
+      lineToSend = joinTokens([command.name, reqId, ...split.args]);
+      inFlight.set(reqId, command.name);
+    }
+    if (word === 'BOINC_SELECT_PROJECT' && tokens[2]) client.addSecret(tokens[2]);
+    const reply = await client.send(lineToSend);
+    if (reply === 'S' && reqId !== undefined) {
+      print(`S  (request ${reqId} queued)`);
+    } else if (reply.startsWith('E')) {
+      if (reqId !== undefined) inFlight.delete(reqId);
+      const msg = splitTokens(reply).slice(1).join(' ');
+      print(`E  error: ${msg || 'refused'}` + (command ? '' : word && !PROTOCOL_HELP.some((p) => p.name === word) ? ' (type "help" for the commands)' : ''));
+    } else {
+      print(client.mask(reply));
+    }
+    return true;
+  };
+
+  rl.prompt();
+  let chain: Promise<boolean> = Promise.resolve(true);
+  return new Promise<number>((resolve) => {
+    const finish = async () => {
+      if (closing) return;
+      closing = true;
+      await chain.catch(() => true);
+      // Give results already on their way a moment to print.
+      const code = await client.close();
+      output.write('\n');
+      resolve(code ?? 0);
+    };
+    rl.on('line', (line) => {
+      chain = chain.then(async (keepGoing) => {
+        if (!keepGoing) return false;
+        try {
+          const more = await handle(line);
+          if (!more) {
+            rl.close();
+            return false;
+          }
+        } catch (err) {
+          print(`error: ${(err as Error).message}`);
+        }
+        if (!closing) rl.prompt();
+        return true;
+      });
+    });
+    rl.on('close', () => void finish());
+  });
+}

@@ -1,0 +1,83 @@
+/**
+ * A one-line progress display for people: on a terminal, a spinner (or a bar when a total
+ * is known) with the elapsed time, redrawn in place; elsewhere, a plain line each time the
+ * text changes (no control characters in logs and pipes).
+ */
+
+const FRAMES = ['|', '/', '-', '\\'];
+
+export function formatDuration(ms: number): string {
+  const s = Math.floor(ms / 1000);
+  const m = Math.floor(s / 60);
+  const h = Math.floor(m / 60);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return h > 0 ? `${h}:${pad(m % 60)}:${pad(s % 60)}` : `${pad(m)}:${pad(s % 60)}`;
+}
+
+export function bar(done: number, total: number, width = 24): string {
+  const frac = total > 0 ? Math.min(1, Math.max(0, done / total)) : 0;
+  const full = Math.round(frac * width);
+  return '[' + '#'.repeat(full) + '-'.repeat(width - full) + ']';
+}
+
+export class ProgressLine {
+  private readonly started = Date.now();
+  private frame = 0;
+  private text = '';
+  private lastPrinted = '';
+  private timer: NodeJS.Timeout | undefined;
+  private done?: number;
+  private total?: number;
+
+  constructor(private readonly out: NodeJS.WritableStream & { isTTY?: boolean; columns?: number } = process.stderr, private readonly enabled = true) {
+    if (this.tty) {
+      this.timer = setInterval(() => this.draw(), 200);
+      this.timer.unref();
+    }
+  }
+
+  get tty(): boolean {
+    return this.enabled && Boolean(this.out.isTTY);
+  }
+
+  /** Sets the text (and optionally a done/total pair drawn as a bar). */
+  update(text: string, done?: number, total?: number): void {
+    this.text = text;
+    this.done = done;
+    this.total = total;
+    if (this.tty) this.draw();
+    else if (this.enabled && text !== this.lastPrinted) {
+      this.lastPrinted = text;
+      this.out.write(`${text}\n`);
+    }
+  }
+
+  /** Prints a line above the progress line. */
+  log(line: string): void {
+    if (this.tty) {
+      this.out.write('\r\x1b[K' + line + '\n');
+      this.draw();
+    } else if (this.enabled) {
+      this.out.write(line + '\n');
+    }
+  }
+
+  private draw(): void {
+    if (!this.tty) return;
+    this.frame = (this.frame + 1) % FRAMES.length;
+    const elapsed = formatDuration(Date.now() - this.started);
+    const b = this.total !== undefined && this.done !== undefined ? bar(this.done, this.total) + ' ' : FRAMES[this.frame] + ' ';
+    let line = `${b}${this.text}  ${elapsed}`;
+    const cols = this.out.columns ?? 100;
+    if (line.length > cols - 1) line = line.slice(0, cols - 2);
+    this.out.write('\r\x1b[K' + line);
+  }
+
+  /** Clears the line (terminal) and stops redrawing. */
+  stop(finalText?: string): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    if (this.tty) this.out.write('\r\x1b[K');
+    if (finalText !== undefined && this.enabled) this.out.write(finalText + '\n');
+  }
+}

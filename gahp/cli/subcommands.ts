@@ -1,0 +1,280 @@
+/**
+ * Subcommands for people: ping, status, fetch, abort, retire, lease. Each one starts an
+ * in-process GAHP and drives it through the protocol (GahpClient), exactly as HTCondor
+ * would, so a command that works here works for the gridmanager too.
+ *
+ * Exit codes: 0 success; 1 the GAHP or the BOINC project reported a failure; 2 usage or
+ * configuration error (bad arguments, no project URL or authenticator).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
+import { defaultStateDir, type GahpRunOptions } from './run-gahp.js';
+import { Logger, type LogLevel } from '../log.js';
+import { JournalLedger } from '../ledger/journal-ledger.js';
+import type { LedgerBatch } from '../ledger/types.js';
+import { ProgressLine } from './progress.js';
+
+export const EXIT_OK = 0;
+export const EXIT_FAILED = 1;
+export const EXIT_USAGE = 2;
+
+/** A usage or configuration problem: exit code 2. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+/** The global options (also settable through BOINC_GAHP_* environment variables). */
+export interface GlobalOptions {
+  stateDir?: string;
+  log?: string;
+  logLevel?: LogLevel;
+  debug?: boolean;
+  projectUrl?: string;
+  authenticatorFile?: string;
+  rpcTimeout?: number;
+  concurrency?: number;
+  quiet?: boolean;
+}
+
+export function makeLogger(g: GlobalOptions): Logger {
+  const level = g.logLevel ?? 'debug';
+  if (g.log) return Logger.toFile(g.log, level);
+  if (g.debug) return Logger.toStderr(level);
+  return Logger.silent();
+}
+
+/** Reads an authenticator file: the first non-empty line, trimmed. Never prints it. */
+export function readAuthenticator(file: string): string {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read the authenticator file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  const auth = text.split(/\r?\n/).map((l) => l.trim()).find((l) => l.length > 0);
+  if (!auth) throw new UsageError(`the authenticator file ${file} is empty`);
+  return auth;
+}
+
+export function runOptions(g: GlobalOptions): Omit<GahpRunOptions, 'input' | 'output'> {
+  return {
+    stateDir: g.stateDir ?? defaultStateDir(),
+    log: makeLogger(g),
+    rpcTimeoutMs: g.rpcTimeout ? g.rpcTimeout * 1000 : undefined,
+    rpcConcurrency: g.concurrency,
+  };
+}
+
+export interface Project {
+  url: string;
+  authenticator: string;
+}
+
+export function projectFrom(g: GlobalOptions, fallback: { url?: string; authenticatorFile?: string } = {}): Project {
+  const url = g.projectUrl ?? fallback.url;
+  const file = g.authenticatorFile ?? fallback.authenticatorFile;
+  if (!url) throw new UsageError('no project URL: give --project-url <url> (or set BOINC_GAHP_PROJECT_URL)');
+  if (!file) throw new UsageError('no authenticator: give --authenticator-file <file> (or set BOINC_GAHP_AUTHENTICATOR_FILE)');
+  return { url, authenticator: readAuthenticator(file) };
+}
+
+/** Starts an in-process GAHP, runs HTCondor's start-up sequence and selects the project. */
+export async function openGahp(g: GlobalOptions, project: Project): Promise<GahpClient> {
+  const client = GahpClient.inProcess(runOptions(g));
+  try {
+    await client.startup();
+    await client.selectProject(project.url, project.authenticator);
+  } catch (err) {
+    await client.close().catch(() => undefined);
+    throw err;
+  }
+  return client;
+}
+
+async function withProject(g: GlobalOptions, fn: (client: GahpClient) => Promise<number>): Promise<number> {
+  const client = await openGahp(g, projectFrom(g));
+  try {
+    return await fn(client);
+  } finally {
+    await client.close();
+  }
+}
+
+/** Runs an async command with a spinner on a terminal; prints failures readably. */
+async function callReporting(client: GahpClient, g: GlobalOptions, label: string, command: string, args: string[]): Promise<string[] | undefined> {
+  const progress = new ProgressLine(process.stderr, !g.quiet);
+  if (progress.tty) progress.update(label);
+  try {
+    const tokens = await client.call(command, args);
+    progress.stop();
+    return tokens;
+  } catch (err) {
+    progress.stop();
+    if (err instanceof GahpResultError || err instanceof GahpRequestError) {
+      process.stderr.write(`boinc-gahp: ${command} failed: ${err.message}\n`);
+      return undefined;
+    }
+    throw err;
+  }
+}
+
+export async function pingCmd(g: GlobalOptions): Promise<number> {
+  return withProject(g, async (client) => {
+    const started = Date.now();
+    const r = await callReporting(client, g, 'pinging the project', 'BOINC_PING', []);
+    if (!r) return EXIT_FAILED;
+    process.stdout.write(`ok: ${projectFrom(g).url} answered in ${Date.now() - started} ms\n`);
+    return EXIT_OK;
+  });
+}
+
+export interface FetchOptions {
+  dir?: string;
+  stderr?: string;
+  file?: string[];
+}
+
+export async function fetchCmd(g: GlobalOptions, jobName: string, o: FetchOptions): Promise<number> {
+  const iwd = path.resolve(o.dir ?? '.');
+  const specs: string[] = [];
+  for (const f of o.file ?? []) {
+    const eq = f.indexOf('=');
+    const src = eq < 0 ? f : f.slice(0, eq);
+    const dst = eq < 0 ? path.basename(f) : f.slice(eq + 1);
+    if (!src || !dst) throw new UsageError(`--file "${f}": expected <name> or <name>=<destination>`);
+    specs.push(src, dst);
+  }
+  const mode = specs.length ? 'SOME' : 'ALL';
+  return withProject(g, async (client) => {
+    const r = await callReporting(client, g, `fetching outputs of ${jobName}`, 'BOINC_FETCH_OUTPUT',
+      [jobName, iwd, o.stderr ?? '/dev/null', mode, String(specs.length / 2), ...specs]);
+    if (!r) return EXIT_FAILED;
+    process.stdout.write(`ok: outputs of ${jobName} are in ${iwd} (exit status ${r[0]}, wall clock ${r[1]} s, cpu ${r[2]} s)\n`);
+    return EXIT_OK;
+  });
+}
+
+export async function abortCmd(g: GlobalOptions, jobNames: string[]): Promise<number> {
+  return withProject(g, async (client) => {
+    const r = await callReporting(client, g, `aborting ${jobNames.length} job(s)`, 'BOINC_ABORT_JOBS', jobNames);
+    if (!r) return EXIT_FAILED;
+    process.stdout.write(`ok: aborted ${jobNames.length} job${jobNames.length === 1 ? '' : 's'}\n`);
+    return EXIT_OK;
+  });
+}
+
+export async function retireCmd(g: GlobalOptions, batchName: string): Promise<number> {
+  return withProject(g, async (client) => {
+    const r = await callReporting(client, g, `retiring ${batchName}`, 'BOINC_RETIRE_BATCH', [batchName]);
+    if (!r) return EXIT_FAILED;
+    process.stdout.write(`ok: retired ${batchName}\n`);
+    return EXIT_OK;
+  });
+}
+
+export interface LeaseOptions {
+  hours?: number;
+  until?: number;
+}
+
+export async function leaseCmd(g: GlobalOptions, batchName: string, o: LeaseOptions): Promise<number> {
+  let until: number;
+  if (o.until !== undefined) {
+    if (!Number.isFinite(o.until) || o.until <= 0) throw new UsageError('--until must be a unix time');
+    until = Math.floor(o.until);
+  } else {
+    const hours = o.hours ?? 6;
+    if (!Number.isFinite(hours) || hours <= 0) throw new UsageError('--hours must be a positive number');
+    until = Math.floor(Date.now() / 1000 + hours * 3600);
+  }
+  return withProject(g, async (client) => {
+    const r = await callReporting(client, g, `setting the lease of ${batchName}`, 'BOINC_SET_LEASE', [batchName, String(until)]);
+    if (!r) return EXIT_FAILED;
+    process.stdout.write(`ok: ${batchName} is leased until ${new Date(until * 1000).toISOString()} (${until})\n`);
+    return EXIT_OK;
+  });
+}
+
+export interface StatusOptions {
+  json?: boolean;
+  all?: boolean;
+}
+
+export interface BatchSummary {
+  project: string;
+  batch: string;
+  app: string;
+  state: string;
+  batchId?: number;
+  leaseExpiresAt?: number;
+  leaseExpiresIn?: number;
+  jobs: number;
+  byStatus: Record<string, number>;
+  updatedAt: string;
+}
+
+export function summarize(batches: LedgerBatch[], now = Date.now() / 1000): BatchSummary[] {
+  return batches.map((b) => {
+    const byStatus: Record<string, number> = {};
+    const jobs = Object.values(b.jobs);
+    for (const s of jobs) byStatus[s] = (byStatus[s] ?? 0) + 1;
+    const out: BatchSummary = {
+      project: b.projectUrl,
+      batch: b.name,
+      app: b.app,
+      state: b.state,
+      jobs: jobs.length,
+      byStatus,
+      updatedAt: new Date(b.updatedAt).toISOString(),
+    };
+    if (b.batchId !== undefined) out.batchId = b.batchId;
+    if (b.leaseExpiresAt !== undefined) {
+      out.leaseExpiresAt = b.leaseExpiresAt;
+      out.leaseExpiresIn = Math.round(b.leaseExpiresAt - now);
+    }
+    return out;
+  });
+}
+
+function describeLease(s: BatchSummary): string {
+  if (s.leaseExpiresAt === undefined) return 'no lease recorded';
+  const when = new Date(s.leaseExpiresAt * 1000).toISOString().replace('.000Z', 'Z');
+  const left = s.leaseExpiresIn!;
+  if (left <= 0) return `lease EXPIRED at ${when}`;
+  const h = Math.floor(left / 3600);
+  const m = Math.floor((left % 3600) / 60);
+  return `lease until ${when} (${h}h${String(m).padStart(2, '0')}m left)`;
+}
+
+/** `status`: what the ledger in the state directory knows (no network). */
+export function statusCmd(g: GlobalOptions, o: StatusOptions): number {
+  const stateDir = g.stateDir ?? defaultStateDir();
+  if (!fs.existsSync(stateDir)) {
+    if (o.json) process.stdout.write('[]\n');
+    else process.stdout.write(`no state directory at ${stateDir}: nothing submitted from here yet\n`);
+    return EXIT_OK;
+  }
+  const ledger = JournalLedger.readOnly(stateDir);
+  let batches = ledger.list(g.projectUrl ? (g.projectUrl.endsWith('/') ? g.projectUrl : g.projectUrl + '/') : undefined);
+  if (!o.all) batches = batches.filter((b) => b.state !== 'retired');
+  const rows = summarize(batches);
+  if (o.json) {
+    process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
+    return EXIT_OK;
+  }
+  if (rows.length === 0) {
+    process.stdout.write(`no ${o.all ? '' : 'active '}batches in ${stateDir}${o.all ? '' : ' (--all shows retired ones too)'}\n`);
+    return EXIT_OK;
+  }
+  for (const r of rows) {
+    const counts = Object.entries(r.byStatus).sort().map(([s, n]) => `${s} ${n}`).join(', ') || 'no job statuses yet';
+    process.stdout.write(
+      `${r.batch}\n` +
+      `  project ${r.project}  app ${r.app}  batch id ${r.batchId ?? '?'}  state ${r.state}\n` +
+      `  ${describeLease(r)}\n` +
+      `  ${r.jobs} job${r.jobs === 1 ? '' : 's'}: ${counts}\n`,
+    );
+  }
+  return EXIT_OK;
+}
