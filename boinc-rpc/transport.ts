@@ -309,7 +309,8 @@ export class Transport {
     for (let attempt = 0; ; attempt++) {
       if (signal?.aborted) throw new BoincRpcError(rpc, 'local', 'aborted');
       try {
-        return await this.queue.add(() => this.downloadOnce(rpc, url, destPath, signal), { signal });
+        // No signal to p-queue: it would reject at once while the download still cleans up.
+        return await this.queue.add(() => this.downloadOnce(rpc, url, destPath, signal));
       } catch (err) {
         if (signal?.aborted) throw new BoincRpcError(rpc, 'local', 'aborted');
         const e = err instanceof BoincRpcError ? err : this.transportError(rpc, err);
@@ -325,6 +326,7 @@ export class Transport {
   }
 
   private async downloadOnce(rpc: string, url: string, destPath: string, signal?: AbortSignal): Promise<{ bytes: number }> {
+    if (signal?.aborted) throw new BoincRpcError(rpc, 'local', 'aborted');
     const started = Date.now();
     const dir = path.dirname(destPath);
     const tmp = path.join(dir, `.${path.basename(destPath)}.${process.pid}.${randomBytes(6).toString('hex')}.part`);
@@ -335,6 +337,7 @@ export class Transport {
       agent: { http: this.httpAgent, https: this.httpsAgent },
       headers: { 'user-agent': 'boinc-gahp' },
     });
+    let out: fs.WriteStream | undefined;
     const onAbort = () => stream.destroy(new BoincRpcError(rpc, 'local', 'aborted'));
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
@@ -353,7 +356,8 @@ export class Transport {
       }
       const check = new ErrorBodyCheck();
       try {
-        await pipeline(stream, check, fs.createWriteStream(tmp, { flags: 'wx' }));
+        out = fs.createWriteStream(tmp, { flags: 'wx' });
+        await pipeline(stream, check, out);
       } catch (err) {
         if (err instanceof ErrorBodyFound) {
           this.log(`boinc-rpc ${rpc} get_output.php HTTP ${status} error body in ${Date.now() - started} ms`);
@@ -366,7 +370,12 @@ export class Transport {
       return { bytes: check.bytes };
     } catch (err) {
       stream.destroy();
-      await fsp.rm(tmp, { force: true }).catch(() => undefined);
+      if (out) {
+        // The file may still be opening: wait until it is closed, or it reappears after rm.
+        const ws = out;
+        if (!ws.closed) await new Promise<void>((resolve) => { ws.once('close', () => resolve()); ws.destroy(); });
+        await fsp.rm(tmp, { force: true }).catch(() => undefined);
+      }
       if (err instanceof BoincRpcError) throw err;
       if ((err as NodeJS.ErrnoException)?.syscall && !(err instanceof RequestError)) {
         // A local file-system failure (destination directory missing, disk full, ...).
