@@ -1,0 +1,164 @@
+/**
+ * BOINC_QUERY_BATCHES end to end, with the ledger it feeds and the lease warning it checks.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { JournalLedger } from '../../gahp/ledger/journal-ledger.js';
+import { batchName, esc, jobName, seedLedger, startEnv, submitBatch, waitPast, type Env } from './helpers.js';
+
+describe('BOINC_QUERY_BATCHES', () => {
+  let env: Env;
+  const A = batchName('uppercase');
+  const B = batchName('uppercase');
+  const a = [1, 2, 3].map((n) => jobName(A, 100, n));
+  const b = [1, 2].map((n) => jobName(B, 200, n));
+  const logFile = () => path.join(env.dir, 'gahp.log');
+
+  beforeAll(async () => {
+    env = await startEnv();
+    const idA = await submitBatch(env, A, 'uppercase', a.map((name) => ({ name, inputs: ['a\n'] })));
+    const idB = await submitBatch(env, B, 'uppercase', b.map((name) => ({ name, inputs: ['b\n'] })));
+    // The ledger knows both batches (as BOINC_SUBMIT records them); A's lease ends soon.
+    await env.restart(
+      () =>
+        seedLedger(env.stateDir, env.server.url, [
+          { name: A, app: 'uppercase', batchId: idA, jobs: a, leaseExpiresAt: Math.floor(Date.now() / 1000) + 600 },
+          { name: B, app: 'uppercase', batchId: idB, jobs: b, leaseExpiresAt: Math.floor(Date.now() / 1000) + 6 * 3600 },
+        ]),
+      { logFile: logFile() },
+    );
+  });
+
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  test('full query, then min_mod_time queries see only the changes; ledger follows', async () => {
+    const full = await env.gahp.call(`BOINC_QUERY_BATCHES 0 2 ${esc(A)} ${esc(B)}`);
+    expect(full[0]).toBe('NULL');
+    const st1 = full[1]!;
+    expect(st1).toMatch(/^[0-9]+(\.[0-9]+)?$/);
+    expect(full.slice(2)).toEqual(['3', a[0], 'NOT_STARTED', a[1], 'NOT_STARTED', a[2], 'NOT_STARTED', '2', b[0], 'NOT_STARTED', b[1], 'NOT_STARTED']);
+
+    // The real server keeps mod_time in whole seconds: change things after the next second.
+    await waitPast(Math.ceil(Number(st1)));
+    env.server.advanceJob(a[1]!, 'IN_PROGRESS');
+    env.server.advanceJob(b[0]!, 'DONE');
+    env.server.clearRpcLog();
+    const delta = await env.gahp.call(`BOINC_QUERY_BATCHES ${st1} 2 ${esc(A)} ${esc(B)}`);
+    // min_mod_time went to the server as the string given.
+    expect(env.server.rpcLog().find((e) => e.rpc === 'query_batch2')!.raw).toContain(`<min_mod_time>${st1}</min_mod_time>`);
+    const st2 = delta[1]!;
+    expect(delta).toEqual(['NULL', st2, '1', a[1], 'IN_PROGRESS', '1', b[0], 'DONE']);
+
+    await waitPast(Math.ceil(Number(st2)));
+    env.server.advanceJob(a[1]!, 'ERROR');
+    const delta2 = await env.gahp.call(`BOINC_QUERY_BATCHES ${st2} 2 ${esc(A)} ${esc(B)}`);
+    expect(delta2.slice(2)).toEqual(['1', a[1], 'ERROR', '0']);
+
+    const ledger = JournalLedger.readOnly(env.stateDir);
+    const recA = ledger.get(env.server.url, A)!;
+    expect(recA.jobs).toEqual({ [a[0]!]: 'NOT_STARTED', [a[1]!]: 'ERROR', [a[2]!]: 'NOT_STARTED' });
+    expect(recA.lastServerTime).toBe(delta2[1]);
+    expect(ledger.get(env.server.url, B)!.jobs).toEqual({ [b[0]!]: 'DONE', [b[1]!]: 'NOT_STARTED' });
+    // One journal entry per query.
+    const lines = fs.readFileSync(path.join(env.stateDir, 'ledger.jsonl'), 'utf8').split('\n').filter((l) => l.includes('"op":"query"'));
+    expect(lines).toHaveLength(3);
+  });
+
+  test('a lease ending within the hour without renewal is warned about once in the log', async () => {
+    await env.gahp.call(`BOINC_QUERY_BATCHES 0 1 ${esc(A)}`);
+    await env.gahp.call(`BOINC_QUERY_BATCHES 0 1 ${esc(A)}`);
+    const log = fs.readFileSync(logFile(), 'utf8');
+    const warnings = log.split('\n').filter((l) => l.includes('WARN') && l.includes(`lease of batch ${A}`));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/has not been renewed; \d+ jobs unfinished/);
+    expect(log).not.toContain(`lease of batch ${B}`);
+
+    // Renewed: no more warnings.
+    const lease = Math.floor(Date.now() / 1000) + 6 * 3600;
+    expect(await env.gahp.call(`BOINC_SET_LEASE ${esc(A)} ${lease}`)).toEqual(['NULL']);
+    expect(JournalLedger.readOnly(env.stateDir).get(env.server.url, A)!.leaseExpiresAt).toBe(lease);
+    await env.gahp.call(`BOINC_QUERY_BATCHES 0 1 ${esc(A)}`);
+    const after = fs.readFileSync(logFile(), 'utf8').split('\n').filter((l) => l.includes(`lease of batch ${A}`));
+    expect(after).toHaveLength(1);
+  });
+
+  test('an unknown batch: error result ending `no batch named <name>`', async () => {
+    const nosuch = 'condor#schedd@submit.example.org#nosuch#1796200000';
+    const r = await env.gahp.call(`BOINC_QUERY_BATCHES 0 2 ${esc(A)} ${esc(nosuch)}`);
+    expect(r).toHaveLength(1);
+    expect(r[0]!.endsWith(`no batch named ${nosuch}`)).toBe(true);
+  });
+
+  test('a batch name with a space travels escaped both ways', async () => {
+    const odd = 'no such batch';
+    const r = await env.gahp.call(`BOINC_QUERY_BATCHES 0 1 ${esc(odd)}`);
+    expect(r).toHaveLength(1);
+    expect(r[0]!.endsWith(`no batch named ${odd}`)).toBe(true);
+  });
+
+  test('malformed requests get E', async () => {
+    for (const line of [
+      'BOINC_QUERY_BATCHES 9001 0 2 onlyone',
+      'BOINC_QUERY_BATCHES 9002 notatime 1 x',
+      'BOINC_QUERY_BATCHES 9003 0',
+      'BOINC_QUERY_BATCHES 9004 0 x y',
+    ]) {
+      expect(await env.gahp.request(line)).toMatch(/^E /);
+    }
+  });
+});
+
+describe('BOINC_SET_LEASE, BOINC_ABORT_JOBS, BOINC_RETIRE_BATCH', () => {
+  let env: Env;
+  const A = batchName('uppercase');
+  const jobs = [1, 2, 3].map((n) => jobName(A, 300, n));
+
+  beforeAll(async () => {
+    env = await startEnv();
+    const id = await submitBatch(env, A, 'uppercase', jobs.map((name) => ({ name, inputs: ['x\n'] })));
+    await env.restart(() => seedLedger(env.stateDir, env.server.url, [{ name: A, app: 'uppercase', batchId: id, jobs }]));
+  });
+
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  test('set_expire_time with the given time; recorded in the ledger', async () => {
+    const t = Math.floor(Date.now() / 1000) + 7200;
+    expect(await env.gahp.call(`BOINC_SET_LEASE ${esc(A)} ${t}`)).toEqual(['NULL']);
+    expect(env.server.batches().find((x) => x.name === A)!.expireTime).toBe(t);
+    expect(JournalLedger.readOnly(env.stateDir).get(env.server.url, A)!.leaseExpiresAt).toBe(t);
+  });
+
+  test('lease of an unknown batch: error result', async () => {
+    const r = await env.gahp.call(`BOINC_SET_LEASE nosuch ${Math.floor(Date.now() / 1000) + 60}`);
+    expect(r).toHaveLength(1);
+    expect(r[0]).toMatch(/set_expire_time failed/);
+  });
+
+  test('abort: jobs become ERROR; an unknown job is an error result', async () => {
+    expect(await env.gahp.call(`BOINC_ABORT_JOBS ${esc(jobs[0]!)} ${esc(jobs[1]!)}`)).toEqual(['NULL']);
+    const aborted = env.server.jobs(A).filter((j) => j.aborted).map((j) => j.name).sort();
+    expect(aborted).toEqual([jobs[0], jobs[1]].sort());
+    const q = await env.gahp.call(`BOINC_QUERY_BATCHES 0 1 ${esc(A)}`);
+    expect(q.slice(2)).toEqual(['3', jobs[0], 'ERROR', jobs[1], 'ERROR', jobs[2], 'NOT_STARTED']);
+
+    const r = await env.gahp.call(`BOINC_ABORT_JOBS ${esc(A + '#999.0')}`);
+    expect(r).toHaveLength(1);
+    expect(r[0]).toMatch(/abort_jobs failed: .*no job/);
+  });
+
+  test('retire: the batch is retired on the server and in the ledger', async () => {
+    expect(await env.gahp.call(`BOINC_RETIRE_BATCH ${esc(A)}`)).toEqual(['NULL']);
+    expect(env.server.batches().find((x) => x.name === A)!.state).toBe(4);
+    expect(JournalLedger.readOnly(env.stateDir).get(env.server.url, A)!.state).toBe('retired');
+  });
+
+  test('malformed requests get E', async () => {
+    for (const line of ['BOINC_SET_LEASE 9001 batch soon', 'BOINC_SET_LEASE 9002 batch', 'BOINC_ABORT_JOBS 9003', 'BOINC_RETIRE_BATCH 9004', 'BOINC_RETIRE_BATCH 9005 a b']) {
+      expect(await env.gahp.request(line)).toMatch(/^E /);
+    }
+  });
+});
