@@ -58,10 +58,12 @@ async function hashOne(path: string): Promise<WorkerHashResult> {
   }
 }
 
+// Requests are handled one after another: the read buffers are shared.
+let queue: Promise<void> = Promise.resolve();
 parentPort!.on('message', (msg: WorkerHashRequest) => {
-  void (async () => {
+  queue = queue.then(async () => {
     const results: WorkerHashResult[] = [];
     for (const p of msg.paths) results.push(await hashOne(p));
     parentPort!.postMessage({ id: msg.id, results });
-  })();
+  });
 });

@@ -1,0 +1,258 @@
+/**
+ * BOINC_SUBMIT through the real GAHP process against the test server (real-server quirks):
+ * staging, deduplication, template order, argument checks, parameters, failures.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { startEnv, batchName, jobName, type Env } from '../commands/helpers.js';
+import { submitLine, phys, writeInput, rpcNames, uploadedNames, expectOneCompleteBatch, type LineJob } from './support.js';
+
+let env: Env;
+
+beforeAll(async () => {
+  env = await startEnv();
+});
+
+afterAll(async () => {
+  await env?.close();
+});
+
+beforeEach(() => {
+  env.server.clearFaults();
+});
+
+async function submit(line: string): Promise<string[]> {
+  return env.gahp.call(`BOINC_SUBMIT ${line}`, 60_000);
+}
+
+describe('staging and deduplication', () => {
+  test('50 jobs over 3 contents (one path twice in a job, one content under two paths) upload exactly 3 files', async () => {
+    const dir = path.join(env.dir, 'dedup');
+    const a = writeInput(dir, 'a.txt', 'alpha content\n');
+    const b = writeInput(dir, 'b.txt', 'bravo content\n');
+    const c = writeInput(dir, 'c.txt', 'charlie content\n');
+    const a2 = writeInput(dir, 'sub/a-copy.txt', 'alpha content\n');
+    const paths = [a, b, c, a2];
+    const content: Record<string, string> = { [a]: 'alpha content\n', [b]: 'bravo content\n', [c]: 'charlie content\n', [a2]: 'alpha content\n' };
+    const batch = batchName('concat');
+    const jobs: LineJob[] = [];
+    for (let i = 0; i < 50; i++) {
+      const first = i === 0 ? a : paths[i % 4]!;
+      const second = i === 0 ? a : paths[(i + 1) % 4]!;
+      jobs.push({ name: jobName(batch, 100, i), inputs: [[first, 'a'], [second, 'b']] });
+    }
+    const since = env.server.rpcLog().length;
+    expect(await submit(submitLine(batch, 'concat', jobs))).toEqual(['NULL']);
+
+    const uploaded = uploadedNames(env.server, since);
+    const expected = ['alpha content\n', 'bravo content\n', 'charlie content\n'].map(phys).sort();
+    expect([...uploaded].sort()).toEqual(expected);
+    expect(env.server.files().map((f) => f.name).filter((n) => expected.includes(n)).sort()).toEqual(expected);
+    expectOneCompleteBatch(env.server, batch, jobs.map((j) => j.name));
+    // Every job got the physical names of its own contents, in template order.
+    const byName = new Map(env.server.jobs(batch).map((j) => [j.name, j]));
+    for (const j of jobs) {
+      expect(byName.get(j.name)!.inputFiles).toEqual([phys(content[j.inputs[0]![0]]!), phys(content[j.inputs[1]![0]]!)]);
+    }
+    // RPC order: create_batch, then files, then submit_batch.
+    const names = rpcNames(env.server, since).filter((n) => n !== 'get_templates' && n !== 'query_batch');
+    expect(names[0]).toBe('create_batch');
+    expect(names[names.length - 1]).toBe('submit_batch');
+    const createRaw = env.server.rpcLog().slice(since).find((e) => e.rpc === 'create_batch')!.raw;
+    const expire = Number(/<expire_time>([0-9.]+)<\/expire_time>/.exec(createRaw)![1]);
+    expect(Math.abs(expire - (Date.now() / 1000 + 6 * 3600))).toBeLessThan(120);
+
+    // A second batch with the same files uploads nothing, and its files are linked to it.
+    const batch2 = batchName('concat');
+    const jobs2 = jobs.slice(0, 10).map((j, i) => ({ ...j, name: jobName(batch2, 200, i) }));
+    const since2 = env.server.rpcLog().length;
+    expect(await submit(submitLine(batch2, 'concat', jobs2))).toEqual(['NULL']);
+    expect(rpcNames(env.server, since2)).not.toContain('upload_files');
+    expectOneCompleteBatch(env.server, batch2, jobs2.map((j) => j.name));
+  });
+
+  test('a repeated BOINC_SUBMIT of a submitted batch succeeds without creating anything', async () => {
+    const p = writeInput(env.dir, 'repeat.txt', 'repeat me\n');
+    const batch = batchName('uppercase');
+    const jobs = [0, 1, 2].map((i) => ({ name: jobName(batch, 300, i), inputs: [[p, 'in']] as Array<[string, string]> }));
+    const line = submitLine(batch, 'uppercase', jobs);
+    expect(await submit(line)).toEqual(['NULL']);
+    const since = env.server.rpcLog().length;
+    expect(await submit(line)).toEqual(['NULL']);
+    const after = rpcNames(env.server, since);
+    expect(after).not.toContain('create_batch');
+    expect(after).not.toContain('submit_batch');
+    expect(after).not.toContain('upload_files');
+    expectOneCompleteBatch(env.server, batch, jobs.map((j) => j.name));
+  });
+});
+
+describe('input order and parameters', () => {
+  test('inputs go in template order when the dst_names are the open_names, else keep their order', async () => {
+    const a = writeInput(env.dir, 'order/a', 'AAA\n');
+    const b = writeInput(env.dir, 'order/b', 'BBB\n');
+    const batch = batchName('concat');
+    const jobs: LineJob[] = [
+      { name: jobName(batch, 400, 0), inputs: [[b, 'b'], [a, 'a']] },
+      { name: jobName(batch, 400, 1), inputs: [[a, 'a'], [b, 'b']] },
+    ];
+    expect(await submit(submitLine(batch, 'concat', jobs))).toEqual(['NULL']);
+    for (const j of env.server.jobs(batch)) expect(j.inputFiles).toEqual([phys('AAA\n'), phys('BBB\n')]);
+
+    const batch2 = batchName('concat');
+    const jobs2: LineJob[] = [{ name: jobName(batch2, 401, 0), inputs: [[b, 'x'], [a, 'y']] }];
+    expect(await submit(submitLine(batch2, 'concat', jobs2))).toEqual(['NULL']);
+    expect(env.server.jobs(batch2)[0]!.inputFiles).toEqual([phys('BBB\n'), phys('AAA\n')]);
+  });
+
+  test('NULL parameters are left out; numbers and app_version_num are sent; the older form works', async () => {
+    const p = writeInput(env.dir, 'params.txt', 'params\n');
+    const run = async (params: string[] | null) => {
+      const batch = batchName('uppercase');
+      const since = env.server.rpcLog().length;
+      expect(await submit(submitLine(batch, 'uppercase', [{ name: jobName(batch, 500, 0), inputs: [[p, 'in']] }], params))).toEqual(['NULL']);
+      expect(env.server.jobs(batch)).toHaveLength(1);
+      return env.server.rpcLog().slice(since).find((e) => e.rpc === 'submit_batch')!.raw;
+    };
+    const nulls = await run(['NULL', 'NULL', 'NULL', 'NULL', 'NULL', 'NULL']);
+    for (const tag of ['rsc_fpops_est', 'rsc_fpops_bound', 'rsc_memory_bound', 'rsc_disk_bound', 'delay_bound']) {
+      const m = new RegExp(`<${tag}>([^<]*)</${tag}>`).exec(nulls);
+      if (m) expect(Number(m[1])).toBe(0);
+    }
+    const m0 = /<app_version_num>([^<]*)<\/app_version_num>/.exec(nulls);
+    if (m0) expect(Number(m0[1])).toBe(0);
+
+    const set = await run(['1e12', '2e13', '536870912', '1073741824', '86400', '7']);
+    expect(Number(/<rsc_fpops_est>([^<]*)</.exec(set)![1])).toBe(1e12);
+    expect(Number(/<rsc_fpops_bound>([^<]*)</.exec(set)![1])).toBe(2e13);
+    expect(Number(/<rsc_memory_bound>([^<]*)</.exec(set)![1])).toBe(536870912);
+    expect(Number(/<rsc_disk_bound>([^<]*)</.exec(set)![1])).toBe(1073741824);
+    expect(Number(/<delay_bound>([^<]*)</.exec(set)![1])).toBe(86400);
+    expect(Number(/<app_version_num>([^<]*)</.exec(set)![1])).toBe(7);
+
+    await run(null);
+  });
+
+  test('arguments BOINC can carry arrive intact', async () => {
+    const p = writeInput(env.dir, 'args.txt', 'args\n');
+    const batch = batchName('concat');
+    const args = ['-n', '5', '--mode=fast,x', 'a.b/c:d', '100%', 'x+y=z', '@file', '#hash', 'caf\u00e9', '(paren)', '[1]', '*', '~user', 'semi;colon', 'pipe|bar'];
+    expect(await submit(submitLine(batch, 'concat', [{ name: jobName(batch, 600, 0), args, inputs: [[p, 'a'], [p, 'b']] }]))).toEqual(['NULL']);
+    expect(env.server.jobs(batch)[0]!.commandLine).toBe(args.join(' '));
+  });
+});
+
+describe('checks before anything is created', () => {
+  const bad: Array<[string, string]> = [
+    ['space', 'two words'],
+    ['double quote', 'say"hi'],
+    ['single quote', "it's"],
+    ['backslash', 'back\\slash'],
+    ['less-than', 'a<b'],
+    ['greater-than', 'a>b'],
+    ['ampersand', 'a&b'],
+    ['tab', 'a\tb'],
+    ['newline', 'a\nb'],
+    ['dollar', '$HOME'],
+    ['backquote', '`id`'],
+  ];
+  test.each(bad)('an argument with a %s is refused before any RPC, naming the job and argument', async (_what, arg) => {
+    const p = writeInput(env.dir, 'bad-arg.txt', 'x\n');
+    const batch = batchName('uppercase');
+    const job = jobName(batch, 700, 0);
+    env.server.clearRpcLog();
+    const [msg] = await submit(submitLine(batch, 'uppercase', [
+      { name: jobName(batch, 700, 1), args: ['fine'], inputs: [[p, 'in']] },
+      { name: job, args: ['ok', arg], inputs: [[p, 'in']] },
+    ]));
+    expect(msg).not.toBe('NULL');
+    expect(msg).toContain(job);
+    expect(msg).toContain('argument 2');
+    expect(msg).toContain(JSON.stringify(arg));
+    expect(env.server.rpcLog()).toEqual([]);
+    expect(env.server.batches().filter((b) => b.name === batch)).toEqual([]);
+  });
+
+  test('a bad job name or batch name is refused before any RPC', async () => {
+    const p = writeInput(env.dir, 'bad-name.txt', 'x\n');
+    const batch = batchName('uppercase');
+    env.server.clearRpcLog();
+    const [m1] = await submit(submitLine(batch, 'uppercase', [{ name: `${batch}#it's.0`, inputs: [[p, 'in']] }]));
+    expect(m1).toContain('job name');
+    const [m2] = await submit(submitLine(`${batch}<x>`, 'uppercase', [{ name: jobName(batch, 1, 0), inputs: [[p, 'in']] }]));
+    expect(m2).toContain('batch name');
+    const [m3] = await submit(submitLine(batch, 'uppercase', [{ name: jobName(batch, 1, 0), inputs: [[p, 'in']] }, { name: jobName(batch, 1, 0), inputs: [[p, 'in']] }]));
+    expect(m3).toContain('twice');
+    expect(env.server.rpcLog()).toEqual([]);
+  });
+
+  test('a missing, unreadable or non-regular input file fails the batch naming the path, before any RPC', async () => {
+    const ok = writeInput(env.dir, 'present.txt', 'x\n');
+    const missing = path.join(env.dir, 'no such dir', 'missing file.txt');
+    const batch = batchName('uppercase');
+    env.server.clearRpcLog();
+    const [m1] = await submit(submitLine(batch, 'uppercase', [
+      { name: jobName(batch, 800, 0), inputs: [[ok, 'in']] },
+      { name: jobName(batch, 800, 1), inputs: [[missing, 'in']] },
+    ]));
+    expect(m1).toContain(missing);
+    expect(m1).toContain('does not exist');
+    const [m2] = await submit(submitLine(batch, 'uppercase', [{ name: jobName(batch, 800, 0), inputs: [[env.dir, 'in']] }]));
+    expect(m2).toContain(`${env.dir} is not a regular file`);
+    if (process.getuid?.() !== 0) {
+      const locked = writeInput(env.dir, 'locked.txt', 'secret\n');
+      fs.chmodSync(locked, 0o000);
+      const [m3] = await submit(submitLine(batch, 'uppercase', [{ name: jobName(batch, 800, 0), inputs: [[locked, 'in']] }]));
+      expect(m3).toContain(locked);
+      expect(m3).toContain('not readable');
+    }
+    expect(env.server.rpcLog()).toEqual([]);
+  });
+
+  test('an input count that does not match the template fails the batch naming the job, before anything is created', async () => {
+    const p = writeInput(env.dir, 'count.txt', 'x\n');
+    const batch = batchName('concat');
+    const bad = jobName(batch, 900, 1);
+    const since = env.server.rpcLog().length;
+    const [msg] = await submit(submitLine(batch, 'concat', [
+      { name: jobName(batch, 900, 0), inputs: [[p, 'a'], [p, 'b']] },
+      { name: bad, inputs: [[p, 'a']] },
+    ]));
+    expect(msg).toContain(bad);
+    expect(msg).toContain('1 input files');
+    const names = rpcNames(env.server, since);
+    expect(names).not.toContain('create_batch');
+    expect(names).not.toContain('query_files');
+    expect(names).not.toContain('upload_files');
+  });
+
+  test('malformed lines get E', async () => {
+    const p = writeInput(env.dir, 'malformed.txt', 'x\n');
+    const b = batchName('uppercase');
+    const j = jobName(b, 1, 0);
+    const lines = [
+      `BOINC_SUBMIT 91 ${b} uppercase`,
+      `BOINC_SUBMIT 92 ${b} uppercase 2 ${j} 0 1 ${p} in NULL NULL NULL NULL NULL NULL`,
+      `BOINC_SUBMIT 93 ${b} uppercase 1 ${j} 0 1 ${p} in NULL NULL NULL NULL NULL`,
+      `BOINC_SUBMIT 94 ${b} uppercase 1 ${j} 0 1 ${p} in NULL NULL abc NULL NULL NULL`,
+      `BOINC_SUBMIT 95 ${b} uppercase 1 ${j} x 1 ${p} in`,
+      `BOINC_SUBMIT 96 ${b} uppercase 1 ${j} 3 a b 1 ${p} in`,
+      `BOINC_SUBMIT 97 ${b} uppercase 1 ${j} 0 2 ${p} in`,
+      `BOINC_SUBMIT 98 ${b} uppercase 0`,
+    ];
+    for (const line of lines) expect((await env.gahp.request(line)).startsWith('E')).toBe(true);
+    // The GAHP is still fine.
+    expect(await env.gahp.request('COMMANDS')).toContain('BOINC_SUBMIT');
+  });
+
+  test('a batch name already on the server with other jobs fails with a clear message', async () => {
+    const p = writeInput(env.dir, 'other.txt', 'other\n');
+    const batch = batchName('uppercase');
+    expect(await submit(submitLine(batch, 'uppercase', [{ name: jobName(batch, 1000, 0), inputs: [[p, 'in']] }]))).toEqual(['NULL']);
+    const since = env.server.rpcLog().length;
+    const [msg] = await submit(submitLine(batch, 'uppercase', [{ name: jobName(batch, 1001, 0), inputs: [[p, 'in']] }]));
+    expect(msg).toContain('already exists');
+    expect(rpcNames(env.server, since)).not.toContain('create_batch');
+    expect(env.server.batches().filter((b) => b.name === batch)).toHaveLength(1);
+  });
+});
