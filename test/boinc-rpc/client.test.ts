@@ -4,6 +4,8 @@
  */
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { BoincClient } from '../../boinc-rpc/client.js';
@@ -440,5 +442,82 @@ describe('transport and faults', () => {
       expect(l).not.toContain(server.authenticator);
       expect(l).not.toContain('deadbeef-secret-auth');
     }
+  });
+});
+
+describe('with a tiny local server', () => {
+  let local: http.Server;
+  let url: string;
+  let inFlight = 0;
+  let maxInFlight = 0;
+  let handler: (body: string, res: http.ServerResponse) => void = () => undefined;
+
+  beforeAll(async () => {
+    local = http.createServer((req, res) => {
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      let body = '';
+      req.setEncoding('latin1');
+      req.on('data', (d: string) => (body += d));
+      req.on('end', () => {
+        res.on('close', () => inFlight--);
+        handler(body, res);
+      });
+    });
+    await new Promise<void>((resolve) => local.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(local.address() as AddressInfo).port}/p/`;
+  });
+
+  afterAll(async () => {
+    local.closeAllConnections();
+    await new Promise((resolve) => local.close(resolve));
+  });
+
+  test('concurrency is bounded per client', async () => {
+    handler = (_body, res) => {
+      setTimeout(() => {
+        res.writeHead(200, { Connection: 'close' });
+        res.end('<?xml version="1.0" encoding="ISO-8859-1" ?>\n<ping>\n<success>1</success>\n</ping>\n');
+      }, 60);
+    };
+    maxInFlight = 0;
+    const c = client({ projectUrl: url, concurrency: 2 });
+    await Promise.all(Array.from({ length: 6 }, () => c.ping()));
+    expect(maxInFlight).toBe(2);
+  });
+
+  test('the request is multipart with one field `request` holding the escaped XML', async () => {
+    let seen = '';
+    handler = (body, res) => {
+      seen = body;
+      res.end('<?xml version="1.0" encoding="ISO-8859-1" ?>\n<set_expire_time>\n<success>1</success>\n</set_expire_time>\n');
+    };
+    await client({ projectUrl: url, authenticator: 'a&b' }).setExpireTime('n<1>', 17.5);
+    expect(seen).toMatch(/Content-Disposition: form-data; name="request"\r\n\r\n<set_expire_time>\n/);
+    expect(seen).toContain('<authenticator>a&amp;b</authenticator>\n<batch_name>n&lt;1&gt;</batch_name>\n<expire_time>17.5</expire_time>\n</set_expire_time>');
+  });
+
+  test('a server text that echoes the authenticator is redacted', async () => {
+    const secret = 'f00dfeed0123456789abcdef';
+    handler = (_body, res) => {
+      res.end(`<?xml version="1.0" encoding="ISO-8859-1" ?>\n<ping>\n<error>\n<error_num>-1</error_num>\n<error_msg>bad authenticator ${secret}</error_msg>\n</error>\n</ping>\n`);
+    };
+    const lines: string[] = [];
+    const e = await rejection(client({ projectUrl: url, authenticator: secret, log: (l) => lines.push(l) }).queryBatch2('0', ['x']));
+    expect(e.message).toBe('query_batch2 failed: bad authenticator ***');
+    expect(lines.join('\n')).not.toContain(secret);
+  });
+
+  test('a download cut short after its Content-Length is an error and leaves nothing', async () => {
+    handler = (_body, res) => {
+      res.writeHead(200, { 'Content-Length': '1000' });
+      res.write('only part of it');
+      setTimeout(() => res.destroy(), 20);
+    };
+    const dest = path.join(tmp, `cut-${seq++}`);
+    const e = await rejection(client({ projectUrl: url, retries: 1 }).fetchOutputFile({ jobName: 'j', fileNum: 0, destPath: dest }));
+    expect(e.kind).toBe('transport');
+    expect(fs.existsSync(dest)).toBe(false);
+    expect(fs.readdirSync(tmp).filter((n) => n.includes(`cut-`))).toEqual([]);
   });
 });
