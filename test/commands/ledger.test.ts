@@ -1,0 +1,177 @@
+/**
+ * The journal ledger: replay (torn last line), snapshots from get(), one entry per status
+ * query with only the changes, online compaction, and kill -9 of a writing process while
+ * another process reads.
+ */
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { JournalLedger } from '../../gahp/ledger/journal-ledger.js';
+import { makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
+
+const P = 'http://127.0.0.1:1/proj/';
+
+describe('JournalLedger', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = makeTempDir('boinc-gahp-ledger-');
+  });
+  afterEach(() => {
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const file = () => path.join(dir, 'ledger.jsonl');
+
+  test('replay skips a torn last line; the next writer starts a fresh line after it', async () => {
+    const l1 = JournalLedger.open(dir);
+    await l1.upsert(P, 'b1', { app: 'uppercase', state: 'submitted', batchId: 7, physFiles: ['condorv_x'], jobs: { j1: 'SUBMITTED', j2: 'SUBMITTED' } });
+    await l1.recordStatuses(P, 'b1', { j1: 'DONE' }, '100.5');
+    await l1.close();
+    // A crash in the middle of an append leaves half a line.
+    fs.appendFileSync(file(), '{"op":"upsert","p":"http://127.0.0.1:1/proj/","n":"b1","t":1,"patch":{"state":"ret');
+
+    const reader = JournalLedger.readOnly(dir);
+    const b = reader.get(P, 'b1')!;
+    expect(b).toMatchObject({ app: 'uppercase', state: 'submitted', batchId: 7, physFiles: ['condorv_x'], lastServerTime: '100.5' });
+    expect(b.jobs).toEqual({ j1: 'DONE', j2: 'SUBMITTED' });
+
+    const l2 = JournalLedger.open(dir);
+    await l2.upsert(P, 'b2', { app: 'concat', state: 'creating' });
+    await l2.close();
+    const again = JournalLedger.readOnly(dir);
+    expect(again.list().map((x) => x.name).sort()).toEqual(['b1', 'b2']);
+    expect(again.get(P, 'b1')!.state).toBe('submitted');
+    const lines = fs.readFileSync(file(), 'utf8').split('\n');
+    expect(lines.filter((l) => l.startsWith('{"op":"upsert"') && l.includes('"b2"'))).toHaveLength(1);
+  });
+
+  test('get() returns a snapshot: later changes do not show in it', async () => {
+    const l = JournalLedger.open(dir);
+    await l.upsert(P, 'b', { state: 'submitted', jobs: { j1: 'SUBMITTED' } });
+    const before = l.get(P, 'b')!;
+    await l.recordQuery(P, '5.0', [{ name: 'b', jobs: [['j1', 'DONE']] }]);
+    expect(before.jobs).toEqual({ j1: 'SUBMITTED' });
+    expect(before.lastServerTime).toBeUndefined();
+    expect(l.get(P, 'b')!.jobs).toEqual({ j1: 'DONE' });
+    // Changing a snapshot does not change the ledger.
+    const snap = l.get(P, 'b')!;
+    snap.jobs['j1'] = 'ERROR';
+    snap.physFiles.push('x');
+    expect(l.get(P, 'b')!.jobs).toEqual({ j1: 'DONE' });
+    expect(l.get(P, 'b')!.physFiles).toEqual([]);
+    await l.close();
+  });
+
+  test('recordQuery: one journal line per query, only changed statuses, unknown batches ignored', async () => {
+    const l = JournalLedger.open(dir);
+    await l.upsert(P, 'a', { state: 'submitted', jobs: { a1: 'SUBMITTED', a2: 'SUBMITTED' } });
+    await l.upsert(P, 'b', { state: 'submitted', jobs: { b1: 'SUBMITTED' } });
+    const size0 = fs.statSync(file()).size;
+    await l.recordQuery(P, '10.25', [
+      { name: 'a', jobs: [['a1', 'NOT_STARTED'], ['a2', 'NOT_STARTED']] },
+      { name: 'b', jobs: [['b1', 'IN_PROGRESS']] },
+      { name: 'stranger', jobs: [['s1', 'DONE']] },
+    ]);
+    await l.recordQuery(P, '11.5', [
+      { name: 'a', jobs: [['a1', 'NOT_STARTED'], ['a2', 'DONE']] },
+      { name: 'b', jobs: [['b1', 'IN_PROGRESS']] },
+    ]);
+    await l.close();
+    const added = fs.readFileSync(file(), 'utf8').slice(size0).split('\n').filter(Boolean).map((x) => JSON.parse(x));
+    expect(added).toHaveLength(2);
+    expect(added[1].b).toEqual({ a: { a2: 'DONE' }, b: {} });
+    const r = JournalLedger.readOnly(dir);
+    expect(r.get(P, 'a')!.jobs).toEqual({ a1: 'NOT_STARTED', a2: 'DONE' });
+    expect(r.get(P, 'b')!.lastServerTime).toBe('11.5');
+    expect(r.get(P, 'stranger')).toBeUndefined();
+  });
+
+  test('100 batches x 1000 jobs: a query is recorded quickly and get() stays cheap', async () => {
+    const l = JournalLedger.open(dir);
+    const names = Array.from({ length: 100 }, (_, i) => `condor#schedd@host#app#17962047${i}`);
+    const jobsOf = (b: string) => Array.from({ length: 1000 }, (_, k) => `${b}#${1000 + k}.0`);
+    for (const b of names) await l.upsert(P, b, { state: 'submitted', jobs: Object.fromEntries(jobsOf(b).map((j) => [j, 'SUBMITTED'])) });
+    const query = (status: string) => names.map((name) => ({ name, jobs: jobsOf(name).map((j) => [j, status] as const) }));
+    const q1 = query('NOT_STARTED');
+    const q2 = query('IN_PROGRESS');
+    let t = performance.now();
+    await l.recordQuery(P, '1.0', q1);
+    const first = performance.now() - t;
+    t = performance.now();
+    await l.recordQuery(P, '2.0', q1); // nothing changed: a small entry
+    const unchanged = performance.now() - t;
+    await l.recordQuery(P, '3.0', q2);
+    t = performance.now();
+    for (const b of names) l.get(P, b);
+    const gets = performance.now() - t;
+    await l.close();
+    console.log(`ledger 100x1000: first query ${first.toFixed(0)} ms, unchanged ${unchanged.toFixed(0)} ms, 100 gets ${gets.toFixed(1)} ms`);
+    expect(first).toBeLessThan(1500);
+    expect(unchanged).toBeLessThan(500);
+    expect(gets).toBeLessThan(100);
+    const r = JournalLedger.readOnly(dir);
+    expect(Object.values(r.get(P, names[42]!)!.jobs).every((s) => s === 'IN_PROGRESS')).toBe(true);
+  });
+
+  test('compaction while running keeps the journal bounded and the state intact', async () => {
+    const l = JournalLedger.open(dir, { compactMinBytes: 20_000, compactRatio: 2 });
+    const jobs = Array.from({ length: 50 }, (_, k) => `job${k}`);
+    await l.upsert(P, 'b', { state: 'submitted', app: 'x', jobs: Object.fromEntries(jobs.map((j) => [j, 'SUBMITTED'])) });
+    for (let i = 0; i < 200; i++) {
+      await l.recordQuery(P, String(i), [{ name: 'b', jobs: jobs.map((j) => [j, i % 2 ? 'IN_PROGRESS' : 'NOT_STARTED'] as const) }]);
+    }
+    await l.upsert(P, 'b', { leaseExpiresAt: 12345 });
+    await l.close();
+    expect(fs.statSync(file()).size).toBeLessThan(60_000);
+    expect(fs.readdirSync(dir)).toEqual(['ledger.jsonl']);
+    const r = JournalLedger.readOnly(dir);
+    const b = r.get(P, 'b')!;
+    expect(b).toMatchObject({ state: 'submitted', app: 'x', leaseExpiresAt: 12345, lastServerTime: '199' });
+    expect(Object.values(b.jobs).every((s) => s === 'IN_PROGRESS')).toBe(true);
+  });
+
+  test('kill -9 of a writing process: every acknowledged change survives; readers never fail', async () => {
+    const script = `
+      import { JournalLedger } from ${JSON.stringify(path.join(REPO_ROOT, 'dist/gahp/ledger/journal-ledger.js'))};
+      const l = JournalLedger.open(process.argv[process.argv.length - 1], { compactMinBytes: 200000, compactRatio: 2 });
+      const P = ${JSON.stringify(P)};
+      await l.upsert(P, 'b', { state: 'submitted', jobs: {} });
+      for (let i = 0; ; i++) {
+        const jobs = [];
+        for (let k = 0; k < 200; k++) jobs.push(['job' + i + '.' + k, 'DONE']);
+        await l.recordQuery(P, String(i), [{ name: 'b', jobs }]);
+        process.stdout.write(i + '\\n');
+      }
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script, dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (err += c));
+    const exited = new Promise((r) => child.on('exit', r));
+    // Read it from this process while it writes.
+    let reads = 0;
+    const started = Date.now();
+    while (Date.now() - started < 1500 && !out.includes('\n40\n')) {
+      if (fs.existsSync(file())) {
+        JournalLedger.readOnly(dir).get(P, 'b');
+        reads++;
+      }
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    child.kill('SIGKILL');
+    await exited;
+    expect(err).toBe('');
+    const acked = out.split('\n').filter(Boolean).map(Number);
+    expect(acked.length).toBeGreaterThan(5);
+    expect(reads).toBeGreaterThan(0);
+    const last = acked[acked.length - 1]!;
+    const r = JournalLedger.readOnly(dir);
+    const jobs = r.get(P, 'b')!.jobs;
+    for (let i = 0; i <= last; i++) expect(jobs[`job${i}.199`]).toBe('DONE');
+    // And a writer can carry on after the crash.
+    const w = JournalLedger.open(dir);
+    await w.upsert(P, 'b', { state: 'retired' });
+    await w.close();
+    expect(JournalLedger.readOnly(dir).get(P, 'b')!.state).toBe('retired');
+  });
+});
