@@ -80,8 +80,16 @@ export class BoincClient implements BoincRpc {
         idempotent,
         files,
         parse: (body) => {
-          const { text } = checkReply(rpc, body, rpc);
-          result = read(text);
+          try {
+            const { text } = checkReply(rpc, body, rpc);
+            result = read(text);
+          } catch (err) {
+            // An unreadable answer to a request that reached the server: it may have acted.
+            if (err instanceof BoincRpcError && err.kind === 'protocol' && !err.uncertain) {
+              throw new BoincRpcError(err.rpc, err.kind, err.serverMessage, { ...err.options, uncertain: true });
+            }
+            throw err;
+          }
         },
       });
       return result as T;

@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { BoincRpcError } from './errors.js';
-import { xmlEscape } from './xml.js';
+import { isCutShort, xmlEscape } from './xml.js';
 
 export interface TransportOptions {
   timeoutMs: number;
@@ -210,7 +210,7 @@ export class Transport {
   private isRetryable(err: BoincRpcError): boolean {
     if (err.kind === 'transport') return true;
     // A reply without its closing tag: the connection was cut (not a PHP fatal error).
-    return err.kind === 'protocol' && err.uncertain;
+    return isCutShort(err);
   }
 
   /**
@@ -261,6 +261,7 @@ export class Transport {
   }
 
   private async postOnce(rpc: string, url: string, request: string, opts: PostOptions): Promise<void> {
+    if (this.closed) throw new BoincRpcError(rpc, 'local', 'client closed');
     const started = Date.now();
     const { form, length } = await this.buildForm(rpc, request, opts.files);
     const script = url.slice(url.lastIndexOf('/') + 1);
@@ -327,6 +328,7 @@ export class Transport {
 
   private async downloadOnce(rpc: string, url: string, destPath: string, signal?: AbortSignal): Promise<{ bytes: number }> {
     if (signal?.aborted) throw new BoincRpcError(rpc, 'local', 'aborted');
+    if (this.closed) throw new BoincRpcError(rpc, 'local', 'client closed');
     const started = Date.now();
     const dir = path.dirname(destPath);
     const tmp = path.join(dir, `.${path.basename(destPath)}.${process.pid}.${randomBytes(6).toString('hex')}.part`);
@@ -388,8 +390,9 @@ export class Transport {
   }
 
   close(): void {
+    // Queued calls are not dropped (their promises would never settle): they start, see
+    // `closed` and fail; calls in flight fail when their sockets are destroyed.
     this.closed = true;
-    this.queue.clear();
     this.httpAgent.destroy();
     this.httpsAgent.destroy();
   }

@@ -161,9 +161,16 @@ export function checkReply(rpc: string, body: Buffer | string, expectedRoot: str
     text.lastIndexOf(`</${root}>`) >= 0 ||
     new RegExp(`<${root}\\s*/>`).test(text);
   if (!complete) {
-    throw new BoincRpcError(rpc, 'protocol', `reply cut short (no closing </${root}> tag)`, { uncertain: true });
+    throw new BoincRpcError(rpc, 'protocol', `${CUT_SHORT} (no closing </${root}> tag)`, { uncertain: true });
   }
   return { text, root };
+}
+
+const CUT_SHORT = 'reply cut short';
+
+/** A reply that ended before its closing tag without a PHP error: the connection was cut. */
+export function isCutShort(err: BoincRpcError): boolean {
+  return err.kind === 'protocol' && err.serverMessage.startsWith(CUT_SHORT);
 }
 
 /**

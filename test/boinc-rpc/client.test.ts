@@ -390,6 +390,7 @@ describe('transport and faults', () => {
     server.injectFault({ script: 'submit_rpc_handler.php', rpc: 'ping', kind: 'garbage' });
     const e = await rejection(client().ping());
     expect(e.kind).toBe('protocol');
+    expect(e.uncertain).toBe(true);
   });
 
   test('a connection refused is transport, certain (nothing sent)', async () => {
@@ -506,6 +507,21 @@ describe('with a tiny local server', () => {
     const e = await rejection(client({ projectUrl: url, authenticator: secret, log: (l) => lines.push(l) }).queryBatch2('0', ['x']));
     expect(e.message).toBe('query_batch2 failed: bad authenticator ***');
     expect(lines.join('\n')).not.toContain(secret);
+  });
+
+  test('close() fails calls in flight and queued ones; none hangs', async () => {
+    handler = (_body, res) => {
+      setTimeout(() => {
+        if (!res.destroyed) res.end('<?xml version="1.0" encoding="ISO-8859-1" ?>\n<ping><success>1</success></ping>\n');
+      }, 300);
+    };
+    const c = client({ projectUrl: url, concurrency: 1, retries: 0 });
+    const calls = [c.ping(), c.ping(), c.ping()].map((p) => p.then(() => 'ok', (e: BoincRpcError) => e.kind));
+    await new Promise((r) => setTimeout(r, 50));
+    c.close();
+    const kinds = await Promise.all(calls);
+    expect(kinds[0]).toBe('transport');
+    expect(kinds.slice(1)).toEqual(['local', 'local']);
   });
 
   test('a download cut short after its Content-Length is an error and leaves nothing', async () => {
