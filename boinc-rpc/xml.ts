@@ -93,7 +93,7 @@ export function stripHtml(s: string): string {
  * `<br />\n<b>Deprecated</b>:  Creation of dynamic property ... on line <b>187</b><br />`.
  * (Fatal errors are not noise: they are detected before this is applied.)
  */
-const PHP_NOISE = /(?:<br \/>\s*)?<b>(?:Warning|Notice|Deprecated|Strict Standards|User Warning|User Notice|User Deprecated)<\/b>:[\s\S]*?<br \/>/g;
+const PHP_NOISE = /(?:<br \/>\s*)?<b>(?:Warning|Notice|Deprecated|Strict Standards|User Warning|User Notice|User Deprecated)<\/b>:[\s\S]{0,65536}?<br \/>/g;
 const PHP_FATAL = /<b>(?:Fatal error|Parse error|Recoverable fatal error|Catchable fatal error)<\/b>:/;
 
 /** Removes PHP warning/notice/deprecation blocks printed inside a reply. */
