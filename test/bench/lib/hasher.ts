@@ -1,10 +1,12 @@
 /**
- * The hash function under test for the md5 figures. Until the staging module's hashing
- * function is plugged in, this is a plain node:crypto stream (one file at a time on the
- * main thread): the "before" reference.
+ * The hash function under test for the md5 figures: the staging module's hashFiles (the
+ * worker-thread pool BOINC_SUBMIT uses, sized like the GAHP's default hashWorkers), or with
+ * BENCH_HASHER=reference a plain node:crypto stream on the main thread, one file at a time.
  */
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
+import { hashFiles } from '../../../gahp/staging/hashing.js';
 
 export interface Hasher {
   name: string;
@@ -31,6 +33,14 @@ export const referenceHasher: Hasher = {
   },
 };
 
+/** Same default as gahp/cli/run-gahp.ts's defaultConfig().hashWorkers. */
+export const HASH_WORKERS = Math.max(1, Math.min(os.availableParallelism(), 8));
+
+export const poolHasher: Hasher = {
+  name: `gahp/staging hashFiles (worker pool, ${HASH_WORKERS} threads)`,
+  hash: (files) => hashFiles(files, HASH_WORKERS),
+};
+
 export async function stagingHasher(): Promise<Hasher> {
-  return referenceHasher;
+  return process.env.BENCH_HASHER === 'reference' ? referenceHasher : poolHasher;
 }

@@ -1,0 +1,62 @@
+/**
+ * The bundled test server in a child process of its own, so that its work (parsing a
+ * 2,000-job submit, storing uploads) neither shares the bench's event loop (which times
+ * replies) nor counts towards anyone's RSS. Driven over IPC by lib/server.ts.
+ */
+import { startTestServer } from '../../../fixtures/test-server/index.js';
+import type { TestServerOptions } from '../../../fixtures/test-server/types.js';
+
+interface Request {
+  id: number;
+  op: 'advanceAll' | 'summary' | 'clearRpcLog' | 'close';
+  batchName?: string;
+  to?: 'UNSENT' | 'IN_PROGRESS' | 'DONE' | 'ERROR';
+}
+
+async function main(): Promise<void> {
+  const opts = JSON.parse(process.argv[2] ?? '{}') as TestServerOptions;
+  const server = await startTestServer(opts);
+  const send = (m: unknown) => process.send!(m);
+  send({ ready: true, url: server.url, authenticator: server.authenticator });
+  process.on('disconnect', () => {
+    void server.close().finally(() => process.exit(0));
+  });
+  process.on('message', async (req: Request) => {
+    try {
+      let result: unknown = null;
+      switch (req.op) {
+        case 'advanceAll':
+          server.advanceAll(req.batchName, req.to);
+          break;
+        case 'summary': {
+          const rpcs: Record<string, number> = {};
+          for (const e of server.rpcLog()) rpcs[e.rpc] = (rpcs[e.rpc] ?? 0) + 1;
+          const files = server.files();
+          result = {
+            batches: server.batches().length,
+            jobs: server.jobs().length,
+            files: files.length,
+            fileBytes: files.reduce((a, f) => a + f.size, 0),
+            rpcs,
+          };
+          break;
+        }
+        case 'clearRpcLog':
+          server.clearRpcLog();
+          break;
+        case 'close':
+          await server.close();
+          send({ id: req.id, result: null });
+          process.exit(0);
+      }
+      send({ id: req.id, result });
+    } catch (err) {
+      send({ id: req.id, error: (err as Error).message });
+    }
+  });
+}
+
+main().catch((err) => {
+  process.stderr.write(`bench server: ${(err as Error).stack ?? err}\n`);
+  process.exit(1);
+});
