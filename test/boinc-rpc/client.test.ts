@@ -424,6 +424,16 @@ describe('transport and faults', () => {
     expect(fs.readFileSync(dest)).toEqual(server.outputOf(jobNames[0]!, 0));
   });
 
+  test('a download into a missing directory is a local error', async () => {
+    const c = client();
+    const { batchName, jobNames } = await submitted(c, 'uppercase', 1);
+    server.advanceAll(batchName);
+    await server.settled();
+    const e = await rejection(c.fetchOutputFile({ jobName: jobNames[0]!, fileNum: 0, destPath: path.join(tmp, 'no-such-dir', 'out') }));
+    expect(e.kind).toBe('local');
+    expect(e.message).toMatch(/^get_output failed: cannot write .*ENOENT/);
+  });
+
   test('a 5xx download is retried', async () => {
     const c = client();
     const { batchName, jobNames } = await submitted(c, 'uppercase', 1);

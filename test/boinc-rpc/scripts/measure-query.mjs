@@ -2,6 +2,8 @@
 // prints, with its PHP deprecation blocks). Run after building: node --expose-gc test/boinc-rpc/scripts/measure-query.mjs
 import { checkReply } from '../../../dist/boinc-rpc/xml.js';
 import { parseQueryBatch2 } from '../../../dist/boinc-rpc/replies.js';
+import { BoincClient } from '../../../dist/boinc-rpc/client.js';
+import * as http from 'node:http';
 
 const DEPRECATED =
   '<br />\n<b>Deprecated</b>:  Creation of dynamic property BoincBatch::$njobs_success is deprecated in ' +
@@ -41,3 +43,25 @@ console.log(JSON.stringify({
   rssPeakDeltaMB: +((Math.max(m1.rss, m2.rss) - m0.rss) / 1048576).toFixed(1),
   rssMB: +(m1.rss / 1048576).toFixed(1),
 }));
+
+// End to end: the same reply served over HTTP (Connection: close, no Content-Length) to BoincClient.
+const srv = http.createServer((req, res) => {
+  req.resume();
+  req.on('end', () => {
+    res.writeHead(200, { 'Content-type': 'text/xml;charset=UTF-8', Connection: 'close' });
+    res.end(body);
+  });
+});
+await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+const c = new BoincClient({ projectUrl: `http://127.0.0.1:${srv.address().port}/p/`, authenticator: 'x' });
+const names = Array.from({ length: 100 }, (_, i) => `batch${i}`);
+const e2e = [];
+for (let i = 0; i < 3; i++) {
+  const t0 = Date.now();
+  const r = await c.queryBatch2('0', names);
+  e2e.push(Date.now() - t0);
+  if (r.batches.length !== 100) throw new Error('bad reply');
+}
+c.close();
+srv.close();
+console.log(JSON.stringify({ endToEndMs: e2e, rssAfterMB: +(process.memoryUsage().rss / 1048576).toFixed(1) }));
