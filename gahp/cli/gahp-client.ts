@@ -80,6 +80,22 @@ export function gahpBinPath(): string {
   return path.join(repoRoot(), 'bin', 'boinc-gahp');
 }
 
+/** Holds lines that arrive before anyone listens (the in-process GAHP prints its banner at once). */
+class LineRelay {
+  private listener: ((line: string) => void) | undefined;
+  private held: string[] = [];
+  emit(line: string): void {
+    if (this.listener) this.listener(line);
+    else this.held.push(line);
+  }
+  listen(f: (line: string) => void): void {
+    this.listener = f;
+    const held = this.held;
+    this.held = [];
+    for (const l of held) f(l);
+  }
+}
+
 function lineSplitter(onLine: (line: string) => void): (chunk: Buffer | string) => void {
   let partial = '';
   return (chunk) => {
@@ -128,14 +144,14 @@ export class GahpClient {
   static inProcess(opts: Omit<GahpRunOptions, 'input' | 'output'> = {}): GahpClient {
     const toGahp = new PassThrough();
     const fromGahp = new PassThrough();
-    const lineListeners: Array<(l: string) => void> = [];
+    const lines = new LineRelay();
     const closeListeners: Array<(why: string) => void> = [];
-    fromGahp.on('data', lineSplitter((l) => lineListeners.forEach((f) => f(l))));
+    fromGahp.on('data', lineSplitter((l) => lines.emit(l)));
     const running = startGahp({ ...opts, input: toGahp, output: fromGahp });
     running.exited.then(() => closeListeners.forEach((f) => f('the GAHP exited')));
     const client = new GahpClient({
       write: (line) => toGahp.write(line + '\n'),
-      onLine: (f) => lineListeners.push(f),
+      onLine: (f) => lines.listen(f),
       onClose: (f) => closeListeners.push(f),
       end: async () => {
         toGahp.end();
@@ -153,9 +169,9 @@ export class GahpClient {
       env: { ...process.env, ...opts.env },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
-    const lineListeners: Array<(l: string) => void> = [];
+    const lines = new LineRelay();
     const closeListeners: Array<(why: string) => void> = [];
-    child.stdout.on('data', lineSplitter((l) => lineListeners.forEach((f) => f(l))));
+    child.stdout.on('data', lineSplitter((l) => lines.emit(l)));
     child.stderr.on('data', (d: Buffer) => opts.onStderr?.(d.toString()));
     child.stdin.on('error', () => undefined);
     const exited = new Promise<number | null>((resolve) => {
@@ -170,7 +186,7 @@ export class GahpClient {
     });
     return new GahpClient({
       write: (line) => child.stdin.write(line + '\n'),
-      onLine: (f) => lineListeners.push(f),
+      onLine: (f) => lines.listen(f),
       onClose: (f) => closeListeners.push(f),
       end: async () => {
         child.stdin.end();

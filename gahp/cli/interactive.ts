@@ -144,13 +144,15 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
       readline.clearLine(output, 0);
       readline.cursorTo(output, 0);
       output.write(text + '\n');
-      if (!closing) rl.prompt(true);
+      // While a typed line is being handled, the prompt comes back when it is done.
+      if (!closing && !busy) rl.prompt(true);
     } else {
       output.write(text + '\n');
     }
   };
 
   let closing = false;
+  let busy = false;
   client.onResult = (reqId, tokens) => {
     const word = inFlight.get(reqId);
     inFlight.delete(reqId);
@@ -238,6 +240,7 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
     rl.on('line', (line) => {
       chain = chain.then(async (keepGoing) => {
         if (!keepGoing) return false;
+        busy = true;
         try {
           const more = await handle(line);
           if (!more) {
@@ -246,6 +249,8 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
           }
         } catch (err) {
           print(`error: ${(err as Error).message}`);
+        } finally {
+          busy = false;
         }
         if (!closing) rl.prompt();
         return true;

@@ -40,9 +40,11 @@ export async function main(argv: string[]): Promise<number> {
     .name('boinc-gahp')
     .description(
       'GAHP server that lets HTCondor run jobs on a BOINC project.\n\n' +
-      'With no command: the GAHP on stdin/stdout (what HTCondor runs; set BOINC_GAHP to this\n' +
-      'program). On a terminal it is an interactive prompt over the same protocol.',
+      'With no command it is the GAHP on stdin/stdout (what HTCondor runs: point BOINC_GAHP at it). ' +
+      'On a terminal it is an interactive prompt over the same protocol.',
     )
+    .addHelpText('after', '\nExit codes: 0 success, 1 failure reported by the GAHP or the BOINC project, 2 usage or configuration error.\n' +
+      'Every option can also be set through the environment variable shown next to it.')
     .version(GAHP_VERSION, '-V, --version')
     .exitOverride()
     .showHelpAfterError('(add --help for usage)')
@@ -92,7 +94,7 @@ export async function main(argv: string[]): Promise<number> {
     .argument('<job_name>', 'the BOINC job name, e.g. condor#schedd#app#1796204752#12.0')
     .option('-d, --dir <dir>', 'where outputs go (the job\'s iwd)', '.')
     .option('--stderr <path>', "append the job's stderr to this file", '/dev/null')
-    .option('-f, --file <name[=dest]...>', 'fetch only these output files (SOME), optionally renamed')
+    .option('-f, --file <spec...>', 'fetch only these output files (SOME); a spec is <name> or <name>=<destination>')
     .action(async (jobName: string, o: { dir?: string; stderr?: string; file?: string[] }, cmd: Command) => {
       code = await fetchCmd(globals(cmd), jobName, o);
     });
