@@ -257,6 +257,32 @@ describe('server errors', () => {
     expect(e.uncertain).toBe(false);
   });
 
+  test('each RPC reports the server error for an unknown or foreign object', async () => {
+    const c = client();
+    const other = client({ authenticator: server.addUser() });
+    const mine = await submitted(c, 'uppercase', 1);
+    const f = writeTmp(`err ${Date.now()}`);
+    const bad = client({ authenticator: 'not-a-user' });
+    const cases: Array<[string, Promise<unknown>, RegExp]> = [
+      ['create_batch', c.createBatch({ batchName: uniqueBatchName('x'), appName: 'nosuchapp', expireTime: 0 }), /nosuchapp|no app/i],
+      ['submit_batch', other.submitBatch({ batchId: mine.batchId, batchName: mine.batchName, appName: 'uppercase', jobs: [{ name: 'zz', commandLine: '', inputFiles: [f.physName] }] }), /not owner|no submit|init state/i],
+      ['query_batch', c.queryBatch({ batchName: 'nosuchbatch' }), /no such batch|no batch/i],
+      ['query_batch2', other.queryBatch2('0', [mine.batchName]), new RegExp(`not owner of ${mine.batchName}`)],
+      ['get_templates', c.getTemplates({ appName: 'nosuchapp' }), /nosuchapp|no app/i],
+      ['abort_jobs', other.abortJobs([mine.jobNames[0]!]), /not owner/i],
+      ['retire_batch', c.retireBatch({ batchName: 'nosuchbatch' }), /no such batch|no batch/i],
+      ['set_expire_time', c.setExpireTime('nosuchbatch', 1), /no such batch|no batch/i],
+      ['query_files', bad.queryFiles({ physNames: [f.physName] }), /bad authenticator/],
+      ['upload_files', bad.uploadFiles({ files: [f] }), /bad authenticator/],
+    ];
+    for (const [rpc, p, re] of cases) {
+      const e = await rejection(p);
+      expect([rpc, e.kind, e.uncertain]).toEqual([rpc, 'server', false]);
+      expect(e.message.startsWith(`${rpc} failed: `)).toBe(true);
+      expect(e.serverMessage).toMatch(re);
+    }
+  });
+
   test('query_completed_job of an unknown job', async () => {
     const e = await rejection(client().queryCompletedJob('nosuchjob'));
     expect(e.kind).toBe('server');
