@@ -164,3 +164,16 @@ export async function waitPast(unixTime: number): Promise<void> {
   const ms = unixTime * 1000 - Date.now();
   if (ms > -5) await sleep(ms + 20);
 }
+
+/**
+ * Reads the ledger (as a second process would) until `check` passes: status queries
+ * journal their statuses in the background, just after the result is queued.
+ */
+export async function readLedgerWhen(stateDir: string, check: (l: JournalLedger) => boolean, timeoutMs = 5000): Promise<JournalLedger> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const l = JournalLedger.readOnly(stateDir);
+    if (check(l) || Date.now() > deadline) return l;
+    await sleep(20);
+  }
+}

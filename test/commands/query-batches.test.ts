@@ -4,7 +4,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { JournalLedger } from '../../gahp/ledger/journal-ledger.js';
-import { batchName, esc, jobName, seedLedger, startEnv, submitBatch, waitPast, type Env } from './helpers.js';
+import { batchName, esc, jobName, readLedgerWhen, seedLedger, startEnv, submitBatch, waitPast, type Env } from './helpers.js';
 
 describe('BOINC_QUERY_BATCHES', () => {
   let env: Env;
@@ -56,7 +56,7 @@ describe('BOINC_QUERY_BATCHES', () => {
     const delta2 = await env.gahp.call(`BOINC_QUERY_BATCHES ${st2} 2 ${esc(A)} ${esc(B)}`);
     expect(delta2.slice(2)).toEqual(['1', a[1], 'ERROR', '0']);
 
-    const ledger = JournalLedger.readOnly(env.stateDir);
+    const ledger = await readLedgerWhen(env.stateDir, (l) => l.get(env.server.url, A)?.lastServerTime === delta2[1]);
     const recA = ledger.get(env.server.url, A)!;
     expect(recA.jobs).toEqual({ [a[0]!]: 'NOT_STARTED', [a[1]!]: 'ERROR', [a[2]!]: 'NOT_STARTED' });
     expect(recA.lastServerTime).toBe(delta2[1]);
