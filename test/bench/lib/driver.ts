@@ -20,6 +20,8 @@ export interface DriverOptions {
   stateDir?: string;
 }
 
+let started = 0;
+
 export class GahpDriver {
   readonly child: ChildProcessWithoutNullStreams;
   readonly stateDir: string;
@@ -69,7 +71,11 @@ export class GahpDriver {
 
   static async start(opts: DriverOptions = {}): Promise<GahpDriver> {
     const stateDir = opts.stateDir ?? benchTempDir('state');
-    const child = spawn(process.execPath, [GAHP_BIN, '--state-dir', stateDir, ...(opts.args ?? [])], {
+    // BENCH_GAHP_LOG_DIR=<dir>: each GAHP writes its debug log there (for diagnosis; the
+    // log costs time, so figures taken with it are not comparable).
+    const logDir = process.env.BENCH_GAHP_LOG_DIR;
+    const logArgs = logDir ? ['--log', path.join(logDir, `gahp-${process.pid}-${++started}.log`)] : [];
+    const child = spawn(process.execPath, [GAHP_BIN, '--state-dir', stateDir, ...logArgs, ...(opts.args ?? [])], {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const d = new GahpDriver(child, stateDir, opts.stateDir === undefined);
