@@ -207,24 +207,27 @@ export class Transport {
     return new BoincRpcError(rpc, 'transport', this.redact(message), { uncertain: !notSent });
   }
 
-  private isRetryable(err: BoincRpcError): boolean {
-    if (err.kind === 'transport') return true;
-    // A reply without its closing tag: the connection was cut (not a PHP fatal error).
-    return isCutShort(err);
+  /**
+   * Safe calls are repeated after any transport failure and after a cut-short reply; the
+   * others only when the request cannot have reached the server (connection refused, DNS).
+   */
+  private isRetryable(err: BoincRpcError, idempotent: boolean): boolean {
+    if (!idempotent) return err.kind === 'transport' && !err.uncertain;
+    return err.kind === 'transport' || isCutShort(err);
   }
 
   /**
    * POSTs `request` (one multipart field `request`, plus file parts) to projectUrl+script.
    */
   async post(rpc: string, url: string, request: string, opts: PostOptions): Promise<void> {
-    const retries = opts.idempotent ? Math.max(0, this.opts.retries) : 0;
+    const retries = Math.max(0, this.opts.retries);
     for (let attempt = 0; ; attempt++) {
       try {
         await this.queue.add(() => this.postOnce(rpc, url, request, opts));
         return;
       } catch (err) {
         const e = err instanceof BoincRpcError ? err : this.transportError(rpc, err);
-        if (attempt < retries && this.isRetryable(e) && !this.closed) {
+        if (attempt < retries && this.isRetryable(e, opts.idempotent) && !this.closed) {
           const delay = this.backoff(attempt);
           this.log(`boinc-rpc ${rpc}: ${e.message}; retry ${attempt + 1}/${retries} in ${delay} ms`);
           await this.sleep(delay);

@@ -419,11 +419,13 @@ describe('transport and faults', () => {
     expect(e.uncertain).toBe(true);
   });
 
-  test('a connection refused is transport, certain (nothing sent)', async () => {
-    const e = await rejection(new BoincClient({ projectUrl: 'http://127.0.0.1:1/x/', authenticator: 'a', retries: 0 }).createBatch({ batchName: 'b', appName: 'a', expireTime: 0 }));
+  test('a connection refused is transport, certain (nothing sent), so even create_batch retries it', async () => {
+    const lines: string[] = [];
+    const e = await rejection(client({ projectUrl: 'http://127.0.0.1:1/x/', retries: 2, log: (l) => lines.push(l) }).createBatch({ batchName: 'b', appName: 'a', expireTime: 0 }));
     expect(e.kind).toBe('transport');
     expect(e.uncertain).toBe(false);
-    expect(e.message).toMatch(/ECONNREFUSED/);
+    expect(e.message).toMatch(/^create_batch failed: ECONNREFUSED/);
+    expect(lines.filter((l) => l.includes('retry'))).toHaveLength(2);
   });
 
   test('an ERROR: download body (injected) writes nothing, and a slow download can be aborted', async () => {
