@@ -24,7 +24,7 @@ import { ArgumentError, expectArgCount, parseCount, type AsyncCommand } from '..
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import type { AppTemplates, BoincRpc, CompletedJob } from '../../boinc-rpc/types.js';
 import type { GahpServices } from '../services.js';
-import { ensureDirInside, isSafeRelativePath, resolveUnder, Staging } from '../output/staging.js';
+import { ensureDirInside, isSafeRelativePath, resolveUnder, Staging, sweepStaleTemps } from '../output/staging.js';
 import { stageStderrAppend } from '../output/stderr.js';
 import { SafeZip } from '../output/unzip.js';
 
@@ -110,6 +110,8 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<FetchOu
       } finally {
         await staging.cleanup();
       }
+      // Leftovers of a GAHP killed while fetching to the same places.
+      await sweepStaleTemps(staging.destinations);
       ctx.log.debug(`fetched output of ${req.jobName} into ${req.iwd}`);
       return ['NULL', String(Math.trunc(job.exitStatus ?? 0)), fixed6(job.elapsedTime), fixed6(job.cpuTime)];
     },

@@ -113,3 +113,40 @@ export async function ensureDirInside(root: string, rel: string): Promise<string
   }
   return dir;
 }
+
+function pidAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes temp files that a killed GAHP left beside these destinations (ours, and the RPC
+ * client's temp files beside ours), when the process that made them is gone. Best effort.
+ */
+export async function sweepStaleTemps(dests: readonly string[]): Promise<void> {
+  const byDir = new Map<string, Set<string>>();
+  for (const d of dests) {
+    const dir = path.dirname(d);
+    const bases = byDir.get(dir) ?? new Set<string>();
+    bases.add(path.basename(d).slice(0, 100));
+    byDir.set(dir, bases);
+  }
+  for (const [dir, bases] of byDir) {
+    let names: string[];
+    try {
+      names = await fsp.readdir(dir);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      const m = /^\.\.?(.*)\.boinc-gahp-(\d+)-[0-9a-f]{12}\.part(\.\d+\.[0-9a-f]+\.part)?$/.exec(name);
+      if (!m || !(bases.has(m[1]!) || bases.has('.' + m[1]!)) || pidAlive(Number(m[2]))) continue;
+      await fsp.rm(path.join(dir, name), { force: true }).catch(() => undefined);
+    }
+  }
+}

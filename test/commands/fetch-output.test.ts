@@ -296,5 +296,7 @@ describe('BOINC_FETCH_OUTPUT and kill -9', () => {
     const r = await env.gahp.call(`BOINC_FETCH_OUTPUT ${esc(jobName(batch, 1))} ${esc(iwd)} err SOME 1 out result.txt`);
     expect(r).toEqual(['NULL', '0', '12.500000', '10.250000']);
     expect(fs.readFileSync(path.join(iwd, 'result.txt'), 'latin1')).toBe('X'.repeat(200_000));
+    // The killed GAHP's temp files were swept up.
+    expect(listTree(iwd)).toEqual(['err', 'result.txt']);
   });
 });
