@@ -56,13 +56,32 @@ async function step<T>(what: string, fn: () => Promise<T> | T): Promise<T> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** query_batch by name: undefined when the server has no such batch. */
-async function findBatch(rpc: BoincRpc, batchName: string): Promise<QueryBatchReply | undefined> {
+const noSuchBatch = (err: unknown) => err instanceof BoincRpcError && err.kind === 'server' && /no such batch|no batch named/i.test(err.serverMessage);
+
+/**
+ * query_batch by name: undefined when the server has no such batch. BOINC's query_batch
+ * reads the output template of the batch's first job, which a batch without jobs lacks; if
+ * that kills the PHP (fatal reply), query_batch2 tells whether the batch exists and which
+ * jobs it holds, and the id comes from the ledger (knownId).
+ */
+async function findBatch(rpc: BoincRpc, batchName: string, knownId?: number): Promise<QueryBatchReply | undefined> {
   try {
     return await rpc.queryBatch({ batchName });
   } catch (err) {
-    if (err instanceof BoincRpcError && err.kind === 'server' && /no such batch|no batch named/i.test(err.serverMessage)) return undefined;
-    throw err;
+    if (noSuchBatch(err)) return undefined;
+    if (!(err instanceof BoincRpcError) || err.kind !== 'fatal') throw err;
+    let reply;
+    try {
+      reply = await rpc.queryBatch2('0', [batchName]);
+    } catch (err2) {
+      if (noSuchBatch(err2)) return undefined;
+      throw err2;
+    }
+    const jobs = (reply.batches[0]?.jobs ?? []).map((j, i) => ({ id: -1 - i, name: j.name, status: j.status }));
+    if (knownId === undefined && jobs.length === 0) {
+      throw new Error(`batch ${batchName} exists on the server without jobs, but query_batch cannot give its id (${err.message})`);
+    }
+    return { id: knownId ?? -1, name: batchName, state: jobs.length > 0 ? 1 : 0, njobs: jobs.length, jobs };
   }
 }
 
@@ -106,14 +125,14 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     const { cache: hc, pool: hp } = hashing();
     const hashP = step('hashing input files', () => hashSources(stats, hc, hp, ctx.signal));
     hashP.catch(() => undefined);
-    const existing = await step('looking for an existing batch (query_batch)', () => findBatch(rpc, req.batchName));
+    const record = ledger.get(project.url, req.batchName);
+    const existing = await step('looking for an existing batch (query_batch)', () => findBatch(rpc, req.batchName, record?.batchId));
     const hashed: HashSourcesResult = await hashP;
     const tHashed = Date.now();
     log.info(`${tag}: ${jobs.length} jobs, ${stats.size} input paths (${hashed.fromCache} hashes cached, ${hashed.hashed} hashed, ${hashed.hashedBytes} bytes) in ${tHashed - t0} ms${reordered ? '; inputs in template order' : ''}`);
 
     let batchId: number;
     let toSubmit: SubmitJobSpec[] = jobs;
-    const record = ledger.get(project.url, req.batchName);
     if (existing) {
       const ours = new Set(jobs.map((j) => j.name));
       const theirs = existing.jobs.map((j) => j.name);
@@ -133,6 +152,7 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
       if (existing.state !== 0) {
         throw new SubmitError(`batch ${req.batchName} already exists on the server in state ${existing.state} with ${present.size} of the ${ours.size} jobs: it cannot take more`);
       }
+      if (existing.id <= 0) throw new SubmitError(`batch ${req.batchName} exists on the server with ${present.size} of the ${ours.size} jobs, but its id is unknown`);
       batchId = existing.id;
       toSubmit = jobs.filter((j) => !present.has(j.name));
       log.info(`${tag}: reusing batch ${batchId} left by an earlier attempt (${present.size} of ${ours.size} jobs present)`);
@@ -187,7 +207,7 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
       for (const job of all) for (const i of job.inputs) physFiles.add(physName(h.files.get(i.src)!.md5));
       const jobsRec: Record<string, string> = {};
       for (const job of all) jobsRec[job.name] = 'SUBMITTED';
-      await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'submitted', batchId: id, physFiles: [...physFiles], jobs: jobsRec });
+      await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'submitted', ...(id > 0 ? { batchId: id } : {}), physFiles: [...physFiles], jobs: jobsRec });
     }
   }
 

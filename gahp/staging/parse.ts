@@ -34,37 +34,44 @@ export interface SubmitRequest {
   appVersionNum?: number;
 }
 
+/** A count token; the message (naming the job) is built only on failure. */
+function count(text: string, what: () => string): number {
+  if (/^[0-9]{1,7}$/.test(text)) return Number(text);
+  return parseCount(text, what());
+}
+
 /** The six trailing parameters, in the order HTCondor sends them. */
 const PARAM_NAMES = ['rsc_fpops_est', 'rsc_fpops_bound', 'rsc_memory_bound', 'rsc_disk_bound', 'delay_bound', 'app_version_num'] as const;
 
 export function parseSubmitArgs(args: string[]): SubmitRequest {
   let i = 0;
-  const next = (what: string): string => {
+  // `what` is a function: messages are built only on failure (lines hold ~100k tokens).
+  const next = (what: () => string): string => {
     const t = args[i];
-    if (t === undefined) throw new ArgumentError(`missing ${what} (the line ends after ${i} arguments)`);
+    if (t === undefined) throw new ArgumentError(`missing ${what()} (the line ends after ${i} arguments)`);
     i++;
     return t;
   };
-  const batchName = next('batch_name');
-  const appName = next('app_name');
-  const njobs = parseCount(next('njobs'), 'njobs');
+  const batchName = next(() => 'batch_name');
+  const appName = next(() => 'app_name');
+  const njobs = parseCount(next(() => 'njobs'), 'njobs');
   if (njobs === 0) throw new ArgumentError('njobs must be at least 1');
   // A job takes at least 3 tokens, which bounds njobs by the line itself.
   if (njobs * 3 > args.length - i) throw new ArgumentError(`${njobs} jobs announced, but only ${args.length - i} arguments follow`);
 
   const jobs: SubmitJobSpec[] = new Array(njobs);
   for (let j = 0; j < njobs; j++) {
-    const name = next(`job_name of job ${j + 1}`);
-    const nargs = parseCount(next(`nargs of job ${name}`), `nargs of job ${name}`);
+    const name = next(() => `job_name of job ${j + 1}`);
+    const nargs = count(next(() => `nargs of job ${name}`), () => `nargs of job ${name}`);
     if (nargs > args.length - i) throw new ArgumentError(`job ${name}: ${nargs} arguments announced, only ${args.length - i} follow`);
     const jobArgs = args.slice(i, i + nargs);
     i += nargs;
-    const ninputs = parseCount(next(`ninputs of job ${name}`), `ninputs of job ${name}`);
+    const ninputs = count(next(() => `ninputs of job ${name}`), () => `ninputs of job ${name}`);
     if (ninputs * 2 > args.length - i) throw new ArgumentError(`job ${name}: ${ninputs} input files announced, only ${args.length - i} arguments follow`);
     const inputs: SubmitInput[] = new Array(ninputs);
     for (let k = 0; k < ninputs; k++) {
-      const src = next(`src_path of input ${k + 1} of job ${name}`);
-      const dst = next(`dst_name of input ${k + 1} of job ${name}`);
+      const src = next(() => `src_path of input ${k + 1} of job ${name}`);
+      const dst = next(() => `dst_name of input ${k + 1} of job ${name}`);
       inputs[k] = { src, dst };
     }
     jobs[j] = { name, args: jobArgs, inputs };

@@ -1,0 +1,144 @@
+/**
+ * The staging hashes: the worker pool (compiled build: worker threads run dist/ code) gives
+ * the same MD5 as node:crypto on whole files, at chunk boundaries too; the persistent cache
+ * survives torn lines and is shared by concurrent processes; the BOINC_SUBMIT parser is linear.
+ */
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { HashCache, HASH_CACHE_FILE, isRacy } from '../../gahp/staging/hash-cache.js';
+import { parseSubmitArgs } from '../../gahp/staging/parse.js';
+import { ArgumentError } from '../../gahp/protocol/commands.js';
+import { makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
+
+type HashingModule = typeof import('../../gahp/staging/hashing.js');
+const loadHashing = async (): Promise<HashingModule> => {
+  const distPath = path.join(REPO_ROOT, 'dist', 'gahp', 'staging', 'hashing.js');
+  return (await import(distPath)) as HashingModule;
+};
+
+let dir: string;
+beforeAll(() => {
+  dir = makeTempDir('boinc-gahp-hash-');
+});
+afterAll(() => {
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const md5 = (b: Buffer) => crypto.createHash('md5').update(b).digest('hex');
+
+test('the worker pool hashes like node:crypto, at 4 MiB chunk boundaries and for many files at once', async () => {
+  const { hashFiles } = await loadHashing();
+  const MiB = 1024 * 1024;
+  const sizes = [0, 1, 4 * MiB - 1, 4 * MiB, 4 * MiB + 1, 9 * MiB + 3];
+  const files: string[] = [];
+  const want: string[] = [];
+  sizes.forEach((n, i) => {
+    const b = crypto.randomBytes(n);
+    const p = path.join(dir, `big${i}`);
+    fs.writeFileSync(p, b);
+    files.push(p);
+    want.push(md5(b));
+  });
+  for (let i = 0; i < 300; i++) {
+    const b = crypto.randomBytes(1 + (i * 7919) % 20000);
+    const p = path.join(dir, `small${i}`);
+    fs.writeFileSync(p, b);
+    files.push(p);
+    want.push(md5(b));
+  }
+  expect(await hashFiles(files, 2)).toEqual(want);
+  expect(await hashFiles(files.slice(0, 1), 3)).toEqual(want.slice(0, 1));
+  await expect(hashFiles([path.join(dir, 'nope')], 1)).rejects.toThrow(/nope.*ENOENT/);
+});
+
+describe('hash cache', () => {
+  const key = (ino: number, mtimeNs = '1700000000123456789') => ({ dev: '42', ino: String(ino), size: '100', mtimeNs });
+  const hashedAtMs = 1_800_000_000_000;
+
+  test('records survive reopening; a different size or mtime misses; racy hashes are not kept', () => {
+    const d = makeTempDir('boinc-gahp-hc-');
+    try {
+      const c = HashCache.open(d);
+      c.record([
+        { key: key(1), md5: 'a'.repeat(32), hashedAtMs },
+        { key: key(2, String(BigInt(hashedAtMs) * 1_000_000n - 10_000_000n)), md5: 'b'.repeat(32), hashedAtMs },
+      ]);
+      c.close();
+      const c2 = HashCache.open(d);
+      expect(c2.lookup(key(1))).toBe('a'.repeat(32));
+      expect(c2.lookup(key(2))).toBeUndefined();
+      expect(c2.lookup({ ...key(1), size: '101' })).toBeUndefined();
+      expect(c2.lookup(key(1, '1700000000123456790'))).toBeUndefined();
+      c2.close();
+    } finally {
+      fs.rmSync(d, { recursive: true, force: true });
+    }
+  });
+
+  test('raciness: sub-second mtimes need 50 ms, whole-second mtimes 2 s', () => {
+    expect(isRacy('1000000000500000000', 1_000_000_000_540)).toBe(true);
+    expect(isRacy('1000000000500000000', 1_000_000_000_560)).toBe(false);
+    expect(isRacy('1000000000000000000', 1_000_000_001_900)).toBe(true);
+    expect(isRacy('1000000000000000000', 1_000_000_002_100)).toBe(false);
+  });
+
+  test('torn and glued lines are skipped; records of another process are seen on refresh', () => {
+    const d = makeTempDir('boinc-gahp-hc-');
+    try {
+      const a = HashCache.open(d);
+      const b = HashCache.open(d);
+      a.record([{ key: key(1), md5: '1'.repeat(32), hashedAtMs }]);
+      // A record torn by a crash, then glued to the next one appended.
+      const file = path.join(d, HASH_CACHE_FILE);
+      const full = fs.readFileSync(file, 'utf8');
+      fs.appendFileSync(file, full.slice(0, 30).replace(/ 1 /, ' 3 '));
+      b.record([{ key: key(2), md5: '2'.repeat(32), hashedAtMs }]);
+      fs.appendFileSync(file, 'garbage line\nv1 42 9 100 1 1 ' + '9'.repeat(32) + ' deadbeef\n');
+      a.refresh();
+      expect(a.lookup(key(1))).toBe('1'.repeat(32));
+      // The record glued to the torn one is lost (only costs a rehash), never misread.
+      expect(a.lookup(key(3))).toBeUndefined();
+      expect(a.lookup({ ...key(9), mtimeNs: '1' })).toBeUndefined();
+      // A later, intact record is read.
+      b.record([{ key: key(4), md5: '4'.repeat(32), hashedAtMs }]);
+      a.refresh();
+      expect(a.lookup(key(4))).toBe('4'.repeat(32));
+      const c = HashCache.open(d);
+      expect(c.lookup(key(1))).toBe('1'.repeat(32));
+      expect(c.lookup(key(4))).toBe('4'.repeat(32));
+      a.close();
+      b.close();
+      c.close();
+    } finally {
+      fs.rmSync(d, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('BOINC_SUBMIT parsing', () => {
+  test('a 20,000-job line parses in linear time', () => {
+    const args = ['b', 'app', '20000'];
+    for (let i = 0; i < 20000; i++) args.push(`b#1.${i}`, '2', '-n', String(i), '1', `/data/f${i % 50}`, 'in');
+    args.push('NULL', '1e9', 'NULL', 'NULL', '3600', 'NULL');
+    const t0 = Date.now();
+    const req = parseSubmitArgs(args);
+    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(req.jobs).toHaveLength(20000);
+    expect(req.jobs[19999]).toEqual({ name: 'b#1.19999', args: ['-n', '19999'], inputs: [{ src: '/data/f49', dst: 'in' }] });
+    expect(req.jobParams).toEqual({ rscFpopsBound: 1e9, delayBound: 3600 });
+    expect(req.appVersionNum).toBeUndefined();
+  });
+
+  test.each([
+    [['b', 'app']],
+    [['b', 'app', '1', 'j', '0', '1', '/f']],
+    [['b', 'app', '1', 'j', '0', '1', '/f', 'in', 'NULL']],
+    [['b', 'app', '1', 'j', '0', '1', '/f', 'in', '1', '2', '3', '4', '5', '1.5']],
+    [['b', 'app', '1', 'j', '0', '1', '/f', 'in', '1', '2', '3', '4', '5e', '1']],
+    [['b', 'app', '1', 'j', '-1', '1', '/f', 'in']],
+    [['b', 'app', '2', 'j', '0', '1', '/f', 'in']],
+  ])('%j is an ArgumentError', (args) => {
+    expect(() => parseSubmitArgs(args)).toThrow(ArgumentError);
+  });
+});
