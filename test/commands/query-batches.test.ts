@@ -162,3 +162,41 @@ describe('BOINC_SET_LEASE, BOINC_ABORT_JOBS, BOINC_RETIRE_BATCH', () => {
     }
   });
 });
+
+describe('the whole cycle through the GAHP: BOINC_SUBMIT, query, fetch, retire', () => {
+  let env: Env;
+  beforeAll(async () => {
+    env = await startEnv();
+  });
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  test('submitted jobs are tracked in the ledger from submit to retirement', async () => {
+    const batch = batchName('uppercase');
+    const input = path.join(env.dir, 'data file.txt');
+    fs.writeFileSync(input, 'cycle\n');
+    const j0 = jobName(batch, 1001, 0);
+    const j1 = jobName(batch, 1001, 1);
+    const submit = `BOINC_SUBMIT ${esc(batch)} uppercase 2 ${esc(j0)} 0 1 ${esc(input)} in ${esc(j1)} 2 -n 5 1 ${esc(input)} in NULL NULL NULL NULL NULL NULL`;
+    expect(await env.gahp.call(submit)).toEqual(['NULL']);
+    const lease = Math.floor(Date.now() / 1000) + 6 * 3600;
+    expect(await env.gahp.call(`BOINC_SET_LEASE ${esc(batch)} ${lease}`)).toEqual(['NULL']);
+
+    const q1 = await env.gahp.call(`BOINC_QUERY_BATCHES 0 1 ${esc(batch)}`);
+    expect(q1.slice(2)).toEqual(['2', j0, 'NOT_STARTED', j1, 'NOT_STARTED']);
+    await waitPast(Math.ceil(Number(q1[1])));
+    env.server.advanceAll(batch);
+    const q2 = await env.gahp.call(`BOINC_QUERY_BATCHES ${q1[1]} 1 ${esc(batch)}`);
+    expect(q2.slice(2)).toEqual(['2', j0, 'DONE', j1, 'DONE']);
+    const ledger = await readLedgerWhen(env.stateDir, (l) => l.get(env.server.url, batch)?.lastServerTime === q2[1]);
+    expect(ledger.get(env.server.url, batch)).toMatchObject({ state: 'submitted', app: 'uppercase', leaseExpiresAt: lease, jobs: { [j0]: 'DONE', [j1]: 'DONE' } });
+
+    const iwd = path.join(env.dir, 'run');
+    fs.mkdirSync(iwd);
+    expect(await env.gahp.call(`BOINC_FETCH_OUTPUT ${esc(j1)} ${esc(iwd)} job.err SOME 1 out out.1001.1`)).toEqual(['NULL', '0', '12.500000', '10.250000']);
+    expect(fs.readFileSync(path.join(iwd, 'out.1001.1'), 'latin1')).toBe('CYCLE\n\nargs: -n 5\n');
+    expect(await env.gahp.call(`BOINC_RETIRE_BATCH ${esc(batch)}`)).toEqual(['NULL']);
+    expect(JournalLedger.readOnly(env.stateDir).get(env.server.url, batch)!.state).toBe('retired');
+  });
+});
