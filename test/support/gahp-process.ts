@@ -38,6 +38,8 @@ export class GahpProcess {
   private readonly splitter = new ReplyLineSplitter();
   private closed = false;
   stderr = '';
+  /** Everything read from stdout, byte for byte (as UTF-8 text). */
+  rawStdout = '';
   /** Prefix the GAHP uses now (set by startup()/setPrefix()). */
   prefix = '';
   /** Results received through RESULTS but not yet claimed, by reqid: unescaped tokens after reqid. */
@@ -53,6 +55,7 @@ export class GahpProcess {
     this.ownsStateDir = ownsStateDir;
     child.stdout.setEncoding('utf8');
     child.stdout.on('data', (chunk: string) => {
+      this.rawStdout += chunk;
       for (const p of this.splitter.push(chunk)) {
         this.transcript.push(p);
         this.lines.push(p);
@@ -94,6 +97,26 @@ export class GahpProcess {
 
   send(line: string): void {
     this.child.stdin.write(line + '\n');
+  }
+
+  /** Sends a line ended by CR LF, as HTCondor's gridmanager does. */
+  sendCrlf(line: string): void {
+    this.child.stdin.write(line + '\r\n');
+  }
+
+  /** Writes bytes as they are (no line end added). */
+  sendRaw(data: string | Buffer): void {
+    this.child.stdin.write(data);
+  }
+
+  /** Whether the process has exited. */
+  get hasExited(): boolean {
+    return this.closed;
+  }
+
+  /** Lines already read from stdout but not yet consumed by readLine(). */
+  get unreadLines(): number {
+    return this.lines.length;
   }
 
   /** Next stdout line (prefix not stripped). */
