@@ -121,7 +121,7 @@ function statements(text: string, file: string): Statement[] {
     const startLine = i + 1;
     let line = raw[i]!;
     while (/\\\s*$/.test(line) && i + 1 < raw.length) {
-      line = line.replace(/\\\s*$/, ' ') + raw[++i]!.trimStart();
+      line = line.replace(/\\\s*$/, '') + raw[++i]!.trimStart();
     }
     const trimmed = line.trim();
     if (trimmed === '' || trimmed.startsWith('#')) continue;
@@ -479,7 +479,8 @@ export function parseSubmitDescription(text: string, opts: ParseOptions): Submit
       inputs,
       output: output && output.value ? output.value : undefined,
       error: error && error.value ? error.value : undefined,
-      transferOutputFiles: tof ? splitList(tof.value) : undefined,
+      // An empty value (e.g. `transfer_output_files =` to undo an earlier one) means unset.
+      transferOutputFiles: tof && tof.value ? splitList(tof.value) : undefined,
       outputRemaps,
       projectUrl,
       authenticatorFile: auth && auth.value ? path.resolve(opts.cwd, auth.value) : undefined,

@@ -1,0 +1,194 @@
+/**
+ * `boinc-gahp submit job.sub` against the bundled test server: a submit file using every
+ * supported command, outputs checked against the apps' formulas, re-runs that submit
+ * nothing twice, --no-wait then resume, and errors that name the line.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { startTestServer, type TestBoincServer } from '../../fixtures/test-server/index.js';
+import { upperAscii } from '../../fixtures/apps.js';
+import { makeTempDir } from '../support/gahp-process.js';
+import { runCli } from './cli-support.js';
+
+let server: TestBoincServer;
+let dir: string;
+
+beforeAll(async () => {
+  server = await startTestServer({ autoCompleteSeconds: 0.2 });
+});
+afterAll(async () => {
+  await server.close();
+});
+beforeEach(() => {
+  dir = makeTempDir('boinc-gahp-submit-');
+  fs.writeFileSync(path.join(dir, 'auth.txt'), server.authenticator + '\n', { mode: 0o600 });
+});
+afterEach(() => {
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const state = () => path.join(dir, 'state');
+const submit = (file: string, ...extra: string[]) =>
+  runCli(['--state-dir', state(), 'submit', file, '--poll', '0.3', ...extra], { cwd: dir });
+
+function everyCommandSubmitFile(): string {
+  fs.writeFileSync(path.join(dir, 'a.txt'), 'AAA-');
+  for (const item of ['x', 'y', 'z']) fs.writeFileSync(path.join(dir, `b_${item}.txt`), `bee ${item}\n`);
+  fs.writeFileSync(path.join(dir, 'items.txt'), 'y\nz\n');
+  fs.mkdirSync(path.join(dir, 'up'));
+  fs.writeFileSync(path.join(dir, 'up', 'in.txt'), 'make me loud\n');
+  fs.mkdirSync(path.join(dir, 'all'));
+  fs.writeFileSync(path.join(dir, 'all', 'in.txt'), 'everything\n');
+  const text = [
+    '# A submit description using every command boinc-gahp submit supports.',
+    'universe = grid',
+    `grid_resource = boinc ${server.url}`,
+    'boinc_authenticator_file = auth.txt',
+    '',
+    '# concat: two inputs (transfer_input_files + input), output named by `output`',
+    'executable = concat',
+    'tag = t$(Cluster)',
+    'initialdir = jobs/$(Process)',
+    'arguments = "$(tag) p$(Process) $(Item)"',
+    'transfer_input_files = ../../a.txt',
+    'input = ../../b_$(Item).txt',
+    'transfer_output_files = joined',
+    'transfer_output_remaps = "joined = joined.$(Cluster).$(Process)"',
+    'output = info',
+    'queue 1 Item in (x)',
+    'queue Item from items.txt',
+    '',
+    '# uppercase: SOME with a remap, stderr to a per-job file',
+    'executable = uppercase',
+    'initialdir = up',
+    'input =',
+    'output =',
+    'transfer_input_files = in.txt',
+    'transfer_output_files = out',
+    'transfer_output_remaps = "out = up.$(Process)"',
+    'error = err.$(Process)',
+    'arguments = -v $(Process)',
+    'queue 2',
+    '',
+    '# uppercase again: no transfer_output_files, so ALL outputs come back',
+    'initialdir = all',
+    'transfer_output_files =',
+    'error =',
+    'arguments =',
+    'queue',
+  ].join('\n');
+  fs.writeFileSync(path.join(dir, 'job.sub'), text);
+  return 'job.sub';
+}
+
+function checkEveryCommandOutputs(cluster: number): void {
+  const a = Buffer.from('AAA-');
+  ['x', 'y', 'z'].forEach((item, proc) => {
+    const iwd = path.join(dir, 'jobs', String(proc));
+    const b = Buffer.from(`bee ${item}\n`);
+    expect(fs.readFileSync(path.join(iwd, `joined.${cluster}.${proc}`))).toEqual(Buffer.concat([a, b]));
+    expect(fs.readFileSync(path.join(iwd, 'info'), 'latin1')).toBe(`${a.length}\n${b.length}\nt${cluster} p${proc} ${item}\n`);
+  });
+  for (const proc of [3, 4]) {
+    expect(fs.readFileSync(path.join(dir, 'up', `up.${proc}`), 'latin1')).toBe(`MAKE ME LOUD\n\nargs: -v ${proc}\n`);
+    expect(fs.readFileSync(path.join(dir, 'up', `err.${proc}`), 'latin1')).toBe('uppercase: 13 bytes\n');
+  }
+  expect(fs.readFileSync(path.join(dir, 'all', 'out'))).toEqual(upperAscii(Buffer.from('everything\n')));
+}
+
+test('a submit file using every supported command runs, outputs land where HTCondor would put them; a re-run submits nothing twice', async () => {
+  const file = everyCommandSubmitFile();
+  const r = await submit(file);
+  if (r.code !== 0) throw new Error(`exit ${r.code}: ${r.stderr}${r.stdout}`);
+  expect(r.stdout).toMatch(/^cluster 1: 6 jobs in 2 batches on /m);
+  expect(r.stdout).toMatch(/cluster 1: 6 jobs done, outputs fetched; 0 failed/);
+  checkEveryCommandOutputs(1);
+
+  // Batch names as the gridmanager makes them; job names end with #<cluster>.<proc>.
+  const batches = server.batches().filter((b) => b.owner !== undefined);
+  const ours = batches.filter((b) => /^condor#boinc-gahp@[^#]+#(concat|uppercase)#[0-9]+$/.test(b.name));
+  expect(ours.map((b) => b.app).sort()).toEqual(['concat', 'uppercase']);
+  expect(ours.flatMap((b) => b.jobNames.map((j) => j.slice(j.lastIndexOf('#') + 1))).sort()).toEqual(['1.0', '1.1', '1.2', '1.3', '1.4', '1.5']);
+  expect(ours.every((b) => b.state === 4)).toBe(true); // retired
+
+  // Same file again: resumes (already complete), nothing new on the server.
+  const rpcs = server.rpcLog().length;
+  const again = await submit(file);
+  expect(again.code).toBe(0);
+  expect(again.stdout).toMatch(/already complete/);
+  expect(server.batches().length).toBe(batches.length);
+  expect(server.rpcLog().length).toBe(rpcs);
+
+  // `status` shows the retired batches with --all, none without.
+  const st = await runCli(['--state-dir', state(), 'status', '--all', '--json']);
+  expect(st.code).toBe(0);
+  const rows = JSON.parse(st.stdout) as Array<{ batch: string; state: string; jobs: number }>;
+  expect(rows.map((x) => x.batch).sort()).toEqual(ours.map((b) => b.name).sort());
+  expect(rows.every((x) => x.state === 'retired')).toBe(true);
+});
+
+test('--no-wait submits and returns; running the file again waits and fetches without resubmitting; --new is a new cluster', async () => {
+  fs.writeFileSync(path.join(dir, 'in.txt'), 'abc\n');
+  fs.writeFileSync(path.join(dir, 'job.sub'), [
+    'executable = uppercase',
+    `grid_resource = boinc ${server.url}`,
+    'boinc_authenticator_file = auth.txt',
+    'transfer_input_files = in.txt',
+    'transfer_output_files = out',
+    'transfer_output_remaps = "out = out.$(Cluster).$(Process)"',
+    'queue 3',
+  ].join('\n'));
+  const before = server.batches().length;
+  const first = await submit('job.sub', '--no-wait');
+  expect(first.code).toBe(0);
+  expect(first.stdout).toMatch(/submitted; run "boinc-gahp submit job\.sub" again/);
+  expect(server.batches().length).toBe(before + 1);
+  expect(fs.existsSync(path.join(dir, 'out.1.0'))).toBe(false);
+
+  const second = await submit('job.sub');
+  expect(second.code).toBe(0);
+  expect(server.batches().length).toBe(before + 1);
+  const batch = server.batches()[server.batches().length - 1]!;
+  expect(batch.jobNames).toHaveLength(3);
+  for (let p = 0; p < 3; p++) expect(fs.readFileSync(path.join(dir, `out.1.${p}`), 'latin1')).toBe('ABC\n');
+
+  const third = await submit('job.sub', '--new');
+  expect(third.code).toBe(0);
+  expect(third.stdout).toMatch(/^cluster 2: 3 jobs/m);
+  expect(server.batches().length).toBe(before + 2);
+  expect(fs.readFileSync(path.join(dir, 'out.2.2'), 'latin1')).toBe('ABC\n');
+});
+
+test('a job that fails on BOINC makes submit exit 1 naming the job', async () => {
+  fs.writeFileSync(path.join(dir, 'in.txt'), 'boom\n');
+  fs.writeFileSync(path.join(dir, 'job.sub'), [
+    'executable = failing',
+    `grid_resource = boinc ${server.url}`,
+    'boinc_authenticator_file = auth.txt',
+    'transfer_input_files = in.txt',
+    'queue',
+  ].join('\n'));
+  const r = await submit('job.sub');
+  expect(r.code).toBe(1);
+  expect(r.stdout).toMatch(/0 jobs done, outputs fetched; 1 failed/);
+  expect(r.stdout).toMatch(/#1\.0: BOINC reports ERROR/);
+});
+
+test('submit-file errors exit 2 and name the line; nothing reaches the server', async () => {
+  const rpcs = server.rpcLog().length;
+  fs.writeFileSync(path.join(dir, 'bad.sub'), `executable = uppercase\ngrid_resource = boinc ${server.url}\nrequest_memory = 2G\nqueue\n`);
+  const r = await submit('bad.sub');
+  expect(r.code).toBe(2);
+  expect(r.stderr).toMatch(/bad\.sub:3: "request_memory" is not supported by boinc-gahp submit/);
+
+  fs.writeFileSync(path.join(dir, 'missing.sub'), `executable = uppercase\ngrid_resource = boinc ${server.url}\nboinc_authenticator_file = auth.txt\ntransfer_input_files = nope.txt\n\nqueue\n`);
+  const m = await submit('missing.sub');
+  expect(m.code).toBe(2);
+  expect(m.stderr).toMatch(/missing\.sub:6: job 0: input file .*nope\.txt does not exist/);
+
+  fs.writeFileSync(path.join(dir, 'noauth.sub'), `executable = uppercase\ngrid_resource = boinc ${server.url}\nqueue\n`);
+  const n = await submit('noauth.sub');
+  expect(n.code).toBe(2);
+  expect(n.stderr).toMatch(/no authenticator/);
+  expect(server.rpcLog().length).toBe(rpcs);
+});
