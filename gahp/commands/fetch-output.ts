@@ -113,7 +113,8 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<FetchOu
       // Leftovers of a GAHP killed while fetching to the same places.
       await sweepStaleTemps(staging.destinations);
       ctx.log.debug(`fetched output of ${req.jobName} into ${req.iwd}`);
-      return ['NULL', String(Math.trunc(job.exitStatus ?? 0)), fixed6(job.elapsedTime), fixed6(job.cpuTime)];
+      const exit = Number.isFinite(job.exitStatus) ? Math.trunc(job.exitStatus) : 0;
+      return ['NULL', String(exit), fixed6(job.elapsedTime), fixed6(job.cpuTime)];
     },
   };
 }

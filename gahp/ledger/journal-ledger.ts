@@ -9,7 +9,7 @@
  * (JournalLedger.readOnly). The journal is compacted (snapshot to a temp file beside it,
  * fsync, rename, fsync of the directory) on open when it is much longer than its live
  * content, and while running when it has grown past a threshold; a reader sees either the
- * old or the new file, both complete.
+ * old or the new file, both complete. Compaction forgets batches retired over 30 days ago.
  *
  * Cost: job statuses live in a Map per batch. A status query is recorded as one entry that
  * holds only the statuses that changed; get() is O(1) in the number of jobs (copy-on-write:
@@ -59,6 +59,8 @@ interface PendingAppend {
 }
 
 const LEDGER_FILE = 'ledger.jsonl';
+/** Compaction forgets batches retired longer ago than this. */
+const RETIRED_KEEP_MS = 30 * 24 * 3600 * 1000;
 const key = (projectUrl: string, name: string) => `${projectUrl}\n${name}`;
 const PATCH_FIELDS = ['app', 'state', 'batchId', 'leaseExpiresAt', 'lastServerTime'] as const;
 
@@ -264,7 +266,7 @@ export class JournalLedger implements Ledger {
     const out = await fsp.open(tmp, 'w', 0o600);
     let bytes = 0;
     try {
-      for (const rec of [...this.batches.values()]) {
+      for (const rec of this.pruneRetired()) {
         const buf = Buffer.from(JSON.stringify({ op: 'snapshot', batch: plain(rec) }) + '\n', 'utf8');
         let off = 0;
         while (off < buf.length) off += (await out.write(buf, off, buf.length - off)).bytesWritten;
@@ -289,7 +291,7 @@ export class JournalLedger implements Ledger {
     const tmp = `${this.file}.${process.pid}.tmp`;
     const fd = fs.openSync(tmp, 'w', 0o600);
     try {
-      for (const rec of this.batches.values()) fs.writeSync(fd, JSON.stringify({ op: 'snapshot', batch: plain(rec) }) + '\n');
+      for (const rec of this.pruneRetired()) fs.writeSync(fd, JSON.stringify({ op: 'snapshot', batch: plain(rec) }) + '\n');
       fs.fsyncSync(fd);
     } finally {
       fs.closeSync(fd);
@@ -304,6 +306,16 @@ export class JournalLedger implements Ledger {
   }
 
   // ---------------------------------------------------------------- state
+
+  /** Drops batches retired long ago (from memory too); returns the records to keep. */
+  private pruneRetired(now = Date.now()): BatchRecord[] {
+    const keep: BatchRecord[] = [];
+    for (const [k, rec] of this.batches) {
+      if (rec.state === 'retired' && now - rec.updatedAt > RETIRED_KEEP_MS) this.batches.delete(k);
+      else keep.push(rec);
+    }
+    return keep;
+  }
 
   private record(projectUrl: string, name: string, t: number): BatchRecord {
     const k = key(projectUrl, name);

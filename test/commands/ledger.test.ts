@@ -113,6 +113,10 @@ describe('JournalLedger', () => {
   });
 
   test('compaction while running keeps the journal bounded and the state intact', async () => {
+    const old = Date.now() - 40 * 24 * 3600 * 1000;
+    const snap = (name: string, state: string, t: number) =>
+      JSON.stringify({ op: 'snapshot', batch: { projectUrl: P, name, app: 'x', state, physFiles: [], jobs: { j: 'DONE' }, createdAt: t, updatedAt: t } }) + '\n';
+    fs.writeFileSync(file(), snap('long-retired', 'retired', old) + snap('old-but-live', 'submitted', old) + snap('just-retired', 'retired', Date.now()));
     const l = JournalLedger.open(dir, { compactMinBytes: 20_000, compactRatio: 2 });
     const jobs = Array.from({ length: 50 }, (_, k) => `job${k}`);
     await l.upsert(P, 'b', { state: 'submitted', app: 'x', jobs: Object.fromEntries(jobs.map((j) => [j, 'SUBMITTED'])) });
@@ -127,6 +131,8 @@ describe('JournalLedger', () => {
     const b = r.get(P, 'b')!;
     expect(b).toMatchObject({ state: 'submitted', app: 'x', leaseExpiresAt: 12345, lastServerTime: '199' });
     expect(Object.values(b.jobs).every((s) => s === 'IN_PROGRESS')).toBe(true);
+    // Batches retired over 30 days ago are forgotten; live and recently retired ones stay.
+    expect(r.list().map((x) => x.name).sort()).toEqual(['b', 'just-retired', 'old-but-live']);
   });
 
   test('kill -9 of a writing process: every acknowledged change survives; readers never fail', async () => {
