@@ -1,0 +1,145 @@
+/**
+ * Interactive mode driven through a real pseudo-terminal (Python's pty module relays a
+ * terminal to bin/boinc-gahp): prompt, help, optional request ids, results printed as they
+ * arrive, readable errors, history without the authenticator.
+ */
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startTestServer, type TestBoincServer } from '../../fixtures/test-server/index.js';
+import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
+
+const RELAY = path.join(path.dirname(fileURLToPath(import.meta.url)), 'pty-relay.py');
+const havePython = spawnSync('python3', ['-c', 'import pty'], { stdio: 'ignore' }).status === 0;
+const describePty = havePython ? describe : describe.skip;
+
+// eslint-disable-next-line no-control-regex
+const stripAnsi = (s: string) => s.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '').replace(/\r/g, '');
+
+class Terminal {
+  readonly child: ChildProcessWithoutNullStreams;
+  private raw = '';
+  private waiters: Array<() => void> = [];
+  readonly exited: Promise<number | null>;
+
+  constructor(args: string[]) {
+    const env: NodeJS.ProcessEnv = { TERM: 'xterm' };
+    for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('BOINC_GAHP_')) env[k] = v;
+    env.TERM = 'xterm';
+    this.child = spawn('python3', [RELAY, process.execPath, GAHP_BIN, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child.stdout.on('data', (d: Buffer) => {
+      this.raw += d.toString();
+      this.waiters.splice(0).forEach((w) => w());
+    });
+    this.child.stderr.on('data', (d: Buffer) => {
+      this.raw += d.toString();
+    });
+    this.exited = new Promise((resolve) => this.child.on('exit', (code) => resolve(code)));
+  }
+
+  get text(): string {
+    return stripAnsi(this.raw);
+  }
+
+  /** Waits until the screen text (after `from`) matches re; returns the index after the match. */
+  async waitFor(re: RegExp, from = 0, timeoutMs = 10_000): Promise<number> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const t = this.text.slice(from);
+      const m = re.exec(t);
+      if (m) return from + m.index + m[0].length;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${re}; screen:\n${this.text.slice(-3000)}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 100);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+
+  type(line: string): number {
+    const at = this.text.length;
+    this.child.stdin.write(line + '\r');
+    return at;
+  }
+
+  /** Types a line and waits for the answer matching re. */
+  async exchange(line: string, re: RegExp): Promise<string> {
+    const at = this.type(line);
+    const end = await this.waitFor(re, at);
+    return this.text.slice(at, end);
+  }
+
+  kill(): void {
+    this.child.kill('SIGKILL');
+  }
+}
+
+describePty('interactive mode on a terminal', () => {
+  let server: TestBoincServer;
+  let dir: string;
+  let term: Terminal | undefined;
+
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+  beforeEach(() => {
+    dir = makeTempDir('boinc-gahp-pty-');
+  });
+  afterEach(() => {
+    term?.kill();
+    term = undefined;
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('help, optional request ids, results as they arrive, readable errors, secret-free history', async () => {
+    term = new Terminal(['--state-dir', path.join(dir, 'state')]);
+    await term.waitFor(/\$GahpVersion: [0-9.]+ .* \$\n/);
+    await term.waitFor(/interactive mode[\s\S]*No project selected yet[\s\S]*gahp> /);
+
+    const help = await term.exchange('help', /help <COMMAND> shows its arguments\./);
+    for (const c of ['BOINC_SUBMIT', 'BOINC_QUERY_BATCHES', 'BOINC_FETCH_OUTPUT', 'BOINC_SET_LEASE', 'RESULTS', 'QUIT']) {
+      expect(help).toMatch(new RegExp(`\\n  ${c} +\\S`));
+    }
+    const one = await term.exchange('help boinc_fetch_output', /answered S at once[^\n]*\n/i);
+    expect(one).toMatch(/BOINC_FETCH_OUTPUT \[<reqid>\] <job_name> <iwd>/);
+
+    // Before a project is selected: a readable error result.
+    expect(await term.exchange('boinc_ping', /\[1\] BOINC_PING failed: [^\n]*\n/)).toMatch(/no project selected/);
+
+    await term.exchange(`BOINC_SELECT_PROJECT ${server.url} ${server.authenticator}`, /\nS\n/);
+    // No request id: one is assigned; the result prints without typing RESULTS.
+    expect(await term.exchange('boinc_ping', /\[2\] BOINC_PING ok\n/)).toMatch(/S {2}\(request 2 queued\)/);
+    // With a request id.
+    await term.exchange('BOINC_PING 77', /\[77\] BOINC_PING ok\n/);
+    expect(await term.exchange('BOINC_QUERY_BATCHES 0 1 nosuch', /BOINC_QUERY_BATCHES failed: [^\n]*\n/))
+      .toMatch(/\[3\] BOINC_QUERY_BATCHES failed: .*no batch named nosuch/);
+    expect(await term.exchange('FROB 1 2', /E {2}error: [^\n]*\n/)).toMatch(/unknown command FROB \(type "help" for the commands\)/);
+    expect(await term.exchange('BOINC_SET_LEASE onlyone', /E {2}error: [^\n]*\n/)).toMatch(/BOINC_SET_LEASE: .*usage: BOINC_SET_LEASE/);
+    expect(await term.exchange('version', /\n(S \$GahpVersion[^\n]*)\n/)).toMatch(/S \$GahpVersion: /);
+
+    term.type('quit');
+    expect(await term.exited).toBe(0);
+    const history = fs.readFileSync(path.join(dir, 'state', 'history'), 'utf8');
+    expect(history).toContain(`BOINC_SELECT_PROJECT ${server.url} ***`);
+    expect(history).toContain('BOINC_PING 77');
+    expect(history).not.toContain(server.authenticator);
+  });
+
+  test('a project pre-selected from the command line; the authenticator never shows; Ctrl-D leaves', async () => {
+    const authFile = path.join(dir, 'auth');
+    fs.writeFileSync(authFile, server.authenticator + '\n');
+    term = new Terminal(['--state-dir', path.join(dir, 'state'), '--project-url', server.url, '--authenticator-file', authFile]);
+    await term.waitFor(/Project http:\/\/127\.0\.0\.1:[0-9]+\/[^ ]* is selected\.[\s\S]*gahp> /);
+    await term.exchange('BOINC_PING', /\[1\] BOINC_PING ok\n/);
+    term.child.stdin.write('\x04');
+    expect(await term.exited).toBe(0);
+    expect(term.text).not.toContain(server.authenticator);
+  });
+});
