@@ -21,6 +21,8 @@ export interface GahpStartOptions {
   stateDir?: string;
   /** Debug log file path (passed as --log). */
   logFile?: string;
+  /** Working directory of the process (default: inherited). */
+  cwd?: string;
 }
 
 export function makeTempDir(prefix = 'boinc-gahp-test-'): string {
@@ -82,6 +84,7 @@ export class GahpProcess {
     const child = spawn(process.execPath, args, {
       env: { ...process.env, ...opts.env },
       stdio: ['pipe', 'pipe', 'pipe'],
+      ...(opts.cwd ? { cwd: opts.cwd } : {}),
     });
     const gahp = new GahpProcess(child, stateDir, opts.stateDir === undefined);
     const banner = await gahp.readLine();
