@@ -25,7 +25,7 @@ import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import type { AppTemplates, BoincRpc, CompletedJob } from '../../boinc-rpc/types.js';
 import type { GahpServices } from '../services.js';
 import { ensureDirInside, isSafeRelativePath, resolveUnder, Staging, sweepStaleTemps } from '../output/staging.js';
-import { stageStderrAppend } from '../output/stderr.js';
+import { stageStderrAppend, withPathLock } from '../output/stderr.js';
 import { SafeZip } from '../output/unzip.js';
 
 export interface FetchSpec {
@@ -100,13 +100,16 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<FetchOu
       if (!st?.isDirectory()) throw new Error(`iwd ${req.iwd} is not a directory`);
 
       const staging = new Staging();
+      const stderrPath = resolveUnder(req.iwd, req.stderrPath);
       try {
         // A failed job (error instance) has no output files to fetch: only its stderr.
         if (hasCanonical) await stageOutputs(rpc, req, templates, staging, ctx.signal);
-        const after = await stageStderrAppend(staging, resolveUnder(req.iwd, req.stderrPath), job.stderrOut ?? '');
-        if (ctx.signal.aborted) throw new Error('GAHP shutting down: fetch abandoned');
-        await staging.commit();
-        if (after) await after();
+        await withPathLock(stderrPath, async () => {
+          const after = await stageStderrAppend(staging, stderrPath, job.stderrOut ?? '');
+          if (ctx.signal.aborted) throw new Error('GAHP shutting down: fetch abandoned');
+          await staging.commit();
+          if (after) await after();
+        });
       } finally {
         await staging.cleanup();
       }

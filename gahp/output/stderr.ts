@@ -38,3 +38,24 @@ export async function stageStderrAppend(staging: Staging, dest: string, text: st
   staging.stage(tmp, target);
   return undefined;
 }
+
+const locks = new Map<string, Promise<void>>();
+
+/**
+ * Runs fn while holding an in-process lock on a path: two fetches appending to the same
+ * stderr file (copy, append, rename) must not interleave, or one append would be lost.
+ */
+export async function withPathLock<T>(p: string, fn: () => Promise<T>): Promise<T> {
+  const prev = locks.get(p) ?? Promise.resolve();
+  let release!: () => void;
+  const mine = new Promise<void>((r) => { release = r; });
+  const chained = prev.then(() => mine);
+  locks.set(p, chained);
+  await prev;
+  try {
+    return await fn();
+  } finally {
+    release();
+    if (locks.get(p) === chained) locks.delete(p);
+  }
+}

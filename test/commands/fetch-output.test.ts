@@ -134,6 +134,20 @@ describe('BOINC_FETCH_OUTPUT', () => {
     expect(fs.existsSync(path.join(process.cwd(), 'pwned'))).toBe(false);
   });
 
+  test('concurrent fetches appending to one stderr file lose no append', async () => {
+    const shared = path.join(newIwd(), 'all.err');
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const id = env.gahp.reqId();
+      ids.push(id);
+      const job = i % 2 ? J(2) : J(1);
+      expect(await env.gahp.request(`BOINC_FETCH_OUTPUT ${id} ${esc(job)} ${esc(newIwd())} ${esc(shared)} ALL 0`)).toBe('S');
+    }
+    for (const id of ids) expect((await env.gahp.waitResult(id))[0]).toBe('NULL');
+    const lines = fs.readFileSync(shared, 'latin1').split('\n').filter(Boolean).sort();
+    expect(lines).toEqual([...Array(3).fill('uppercase: 12 bytes'), ...Array(3).fill('uppercase: 7 bytes')]);
+  });
+
   test('absolute destination used as is; ALL with a spec acts as a rename; two outputs', async () => {
     const iwd = newIwd();
     const elsewhere = newIwd();
