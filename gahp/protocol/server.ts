@@ -230,7 +230,9 @@ export class GahpServer {
         // This reply still goes out under the old prefix: the client reads it before
         // it switches.
         this.reply(['S']);
-        this.prefix = args[0]!;
+        // Printed escaped: the client splits the line before it strips the prefix, so a
+        // prefix with a space must come out as `\ ` to stay part of the first token.
+        this.prefix = escapeToken(args[0]!);
         return;
       }
       case 'ASYNC_MODE_ON':

@@ -31,10 +31,12 @@ describe('protocol commands', () => {
     expect(await g.request('ASYNC_MODE_ON x')).toMatch(/^GAHP:E /);
     // A new prefix: its own S under the old one, everything after under the new one.
     expect(await g.request('RESPONSE_PREFIX X\\ Y:')).toBe('GAHP:S');
-    expect(await g.request('VERSION')).toBe('X Y:S ' + TEST_BANNER);
-    expect(await g.request('RESPONSE_PREFIX bad\\\nprefix')).toMatch(/^X Y:E /);
-    expect(await g.request('RESPONSE_PREFIX')).toMatch(/^X Y:E /);
-    expect(await g.request('QUIT')).toBe('X Y:S');
+    // The prefix is printed escaped, so the client's first token is still prefix + S.
+    expect(await g.request('VERSION')).toBe('X\\ Y:S ' + TEST_BANNER);
+    expect(splitTokens(await g.request('RESULTS'))).toEqual(['X Y:S', '0']);
+    expect(await g.request('RESPONSE_PREFIX bad\\\nprefix')).toMatch(/^X\\ Y:E /);
+    expect(await g.request('RESPONSE_PREFIX')).toMatch(/^X\\ Y:E /);
+    expect(await g.request('QUIT')).toBe('X\\ Y:S');
     expect(await g.exited).toBe(0);
   });
 
