@@ -1,0 +1,123 @@
+/**
+ * Subcommands for people, each through bin/boinc-gahp: ping, status, fetch, abort, retire,
+ * lease, with their exit codes (0 ok, 1 failure reported, 2 usage/configuration), plus
+ * --help, --version and environment-variable configuration.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { startTestServer, type TestBoincServer } from '../../fixtures/test-server/index.js';
+import { GAHP_VERSION } from '../../gahp/version.js';
+import { makeTempDir } from '../support/gahp-process.js';
+import { runCli } from './cli-support.js';
+
+let server: TestBoincServer;
+let dir: string;
+let authFile: string;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  dir = makeTempDir('boinc-gahp-sub-');
+  authFile = path.join(dir, 'auth');
+  fs.writeFileSync(authFile, server.authenticator + '\n', { mode: 0o600 });
+});
+afterAll(async () => {
+  await server.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const stateDir = () => path.join(dir, 'state');
+const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+  runCli(['--state-dir', stateDir(), '--project-url', server.url, '--authenticator-file', authFile, ...args], { cwd: dir, env });
+
+test('--version, --help, usage errors', async () => {
+  const v = await runCli(['--version']);
+  expect(v).toMatchObject({ code: 0, stdout: `${GAHP_VERSION}\n` });
+  const h = await runCli(['--help']);
+  expect(h.code).toBe(0);
+  for (const word of ['ping', 'status', 'fetch', 'abort', 'retire', 'lease', 'submit', 'BOINC_GAHP_STATE_DIR', 'BOINC_GAHP_PROJECT_URL',
+    'BOINC_GAHP_AUTHENTICATOR_FILE', 'BOINC_GAHP_LOG', 'BOINC_GAHP_RPC_TIMEOUT', 'BOINC_GAHP_CONCURRENCY', 'Exit codes']) {
+    expect(h.stdout).toContain(word);
+  }
+  expect((await runCli(['--bogus'])).code).toBe(2);
+  expect((await runCli(['lease'])).code).toBe(2);
+  expect((await runCli(['--rpc-timeout', 'soon', 'ping'])).code).toBe(2);
+  const noProject = await runCli(['ping']);
+  expect(noProject.code).toBe(2);
+  expect(noProject.stderr).toMatch(/no project URL: give --project-url/);
+  const badAuth = await runCli(['--project-url', server.url, '--authenticator-file', path.join(dir, 'nope'), 'ping']);
+  expect(badAuth.code).toBe(2);
+  expect(badAuth.stderr).toMatch(/cannot read the authenticator file .*nope: ENOENT/);
+});
+
+test('ping: 0 when the project answers, 1 when it refuses the account; never prints the authenticator', async () => {
+  const ok = await cli(['ping']);
+  expect(ok.code).toBe(0);
+  expect(ok.stdout).toMatch(/^ok: http:\/\/127\.0\.0\.1:[0-9]+\/\S+ answered in [0-9]+ ms\n$/);
+  // Configured through the environment instead of options.
+  const viaEnv = await runCli(['ping'], { env: { BOINC_GAHP_PROJECT_URL: server.url, BOINC_GAHP_AUTHENTICATOR_FILE: authFile, BOINC_GAHP_STATE_DIR: stateDir() } });
+  expect(viaEnv.code).toBe(0);
+
+  const badFile = path.join(dir, 'bad-auth');
+  fs.writeFileSync(badFile, 'ffffffffffffffffffffffffffffffff\n');
+  const bad = await runCli(['--state-dir', stateDir(), '--project-url', server.url, '--authenticator-file', badFile, 'ping']);
+  expect(bad.code).toBe(1);
+  expect(bad.stderr).toMatch(/BOINC_PING failed: /);
+  for (const r of [ok, bad]) expect(r.stdout + r.stderr).not.toContain(server.authenticator);
+
+  const down = await runCli(['--state-dir', stateDir(), '--project-url', 'http://127.0.0.1:9/nothing/', '--authenticator-file', authFile, '--rpc-timeout', '2', 'ping']);
+  expect(down.code).toBe(1);
+});
+
+test('status, lease, fetch, abort, retire on a batch submitted through the GAHP', async () => {
+  fs.writeFileSync(path.join(dir, 'in.txt'), 'hello\n');
+  fs.writeFileSync(path.join(dir, 'job.sub'), [
+    'executable = uppercase',
+    'transfer_input_files = in.txt',
+    'arguments = x$(Process)',
+    'queue 3',
+  ].join('\n'));
+  const sub = await cli(['submit', 'job.sub', '--no-wait']);
+  expect(sub.code).toBe(0);
+  const batch = /^batch (\S+)$/m.exec(sub.stdout)![1]!;
+
+  const st = await cli(['status', '--json']);
+  expect(st.code).toBe(0);
+  const rows = JSON.parse(st.stdout) as Array<Record<string, unknown>>;
+  expect(rows).toHaveLength(1);
+  expect(rows[0]).toMatchObject({ batch, app: 'uppercase', state: 'submitted', jobs: 3, project: server.url });
+  expect(rows[0]!.leaseExpiresIn).toBeGreaterThan(6 * 3600 - 120);
+  const human = await cli(['status']);
+  expect(human.stdout).toContain(batch);
+  expect(human.stdout).toMatch(/lease until \S+ \(5h5[0-9]m left\)/);
+  expect(human.stdout).toMatch(/3 jobs: /);
+
+  const until = Math.floor(Date.now() / 1000) + 600;
+  const lease = await cli(['lease', batch, '--until', String(until)]);
+  expect(lease.code).toBe(0);
+  expect(server.batches().find((b) => b.name === batch)!.expireTime).toBe(until);
+  expect(JSON.parse((await cli(['status', '--json'])).stdout)[0].leaseExpiresAt).toBe(until);
+
+  // fetch before the job is done: the GAHP's error, exit 1.
+  const early = await cli(['fetch', `${batch}#1.0`, '-d', 'outs']);
+  expect(early.code).toBe(1);
+  expect(early.stderr).toMatch(/BOINC_FETCH_OUTPUT failed: /);
+
+  server.advanceJob(`${batch}#1.0`, 'DONE');
+  fs.mkdirSync(path.join(dir, 'outs'));
+  const f = await cli(['fetch', `${batch}#1.0`, '-d', 'outs', '--stderr', 'job.err', '-f', 'out=renamed.txt']);
+  expect(f.code).toBe(0);
+  expect(f.stdout).toMatch(/exit status 0, wall clock 12\.5/);
+  expect(fs.readFileSync(path.join(dir, 'outs', 'renamed.txt'), 'utf8')).toBe('HELLO\n\nargs: x0\n');
+  expect(fs.readFileSync(path.join(dir, 'outs', 'job.err'), 'utf8')).toBe('uppercase: 6 bytes\n');
+
+  const ab = await cli(['abort', `${batch}#1.1`, `${batch}#1.2`]);
+  expect(ab.code).toBe(0);
+  expect(server.jobs(batch).filter((j) => j.aborted).map((j) => j.name).sort()).toEqual([`${batch}#1.1`, `${batch}#1.2`]);
+  expect((await cli(['abort', 'no#such#job#1.0'])).code).toBe(1);
+
+  const rt = await cli(['retire', batch]);
+  expect(rt.code).toBe(0);
+  expect(server.batches().find((b) => b.name === batch)!.state).toBe(4);
+  expect(JSON.parse((await cli(['status', '--json'])).stdout)).toEqual([]);
+  expect(JSON.parse((await cli(['status', '--json', '--all'])).stdout)).toHaveLength(1);
+});
