@@ -183,6 +183,9 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
     const up = word.toUpperCase();
     const c = commands.get(up);
     if (c) {
+      if (c.name === 'BOINC_SELECT_PROJECT') {
+        return `${c.name} ${c.usage}\n  ${c.summary}\n  Here you may write @<file> for the authenticator: it is read from the file and never shown.`;
+      }
       const usage = c.kind === 'async' ? `${c.name} [<reqid>] ${c.usage.replace(/^<reqid>\s*/, '')}` : `${c.name} ${c.usage}`;
       return `${usage.trim()}\n  ${c.summary}` + (c.kind === 'async' ? '\n  Answered S at once; the result is printed when it arrives.' : '');
     }
@@ -211,7 +214,26 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
       lineToSend = joinTokens([command.name, reqId, ...split.args]);
       inFlight.set(reqId, command.name);
     }
-    if (word === 'BOINC_SELECT_PROJECT' && tokens[2]) client.addSecret(tokens[2]);
+    if (word === 'BOINC_SELECT_PROJECT' && tokens.length === 3 && tokens[2]!.startsWith('@')) {
+      // Interactive convenience: `@<file>` reads the authenticator from a file, so it never
+      // appears on the screen. What is sent is the ordinary protocol line.
+      const file = tokens[2]!.slice(1);
+      let auth: string | undefined;
+      try {
+        auth = fs.readFileSync(file, 'utf8').split(/\r?\n/).map((l) => l.trim()).find((l) => l.length > 0);
+      } catch (err) {
+        print(`error: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+        return true;
+      }
+      if (!auth) {
+        print(`error: ${file} is empty`);
+        return true;
+      }
+      client.addSecret(auth);
+      lineToSend = joinTokens([tokens[0]!, tokens[1]!, auth]);
+    } else if (word === 'BOINC_SELECT_PROJECT' && tokens[2]) {
+      client.addSecret(tokens[2]);
+    }
     const reply = await client.send(lineToSend);
     if (reply === 'S' && reqId !== undefined) {
       print(`S  (request ${reqId} queued)`);

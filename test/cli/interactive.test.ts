@@ -138,6 +138,11 @@ describePty('interactive mode on a terminal', () => {
     term = new Terminal(['--state-dir', path.join(dir, 'state'), '--project-url', server.url, '--authenticator-file', authFile]);
     await term.waitFor(/Project http:\/\/127\.0\.0\.1:[0-9]+\/[^ ]* is selected\.[\s\S]*gahp> /);
     await term.exchange('BOINC_PING', /\[1\] BOINC_PING ok\n/);
+    // @file: the authenticator is read from a file, never typed nor shown.
+    expect(await term.exchange('help BOINC_SELECT_PROJECT', /never shown\.\n/)).toMatch(/@<file>/);
+    await term.exchange(`BOINC_SELECT_PROJECT ${server.url} @${path.join(dir, 'nope')}`, /error: cannot read .*nope: ENOENT\n/);
+    await term.exchange(`BOINC_SELECT_PROJECT ${server.url} @${authFile}`, /\nS\n/);
+    await term.exchange('BOINC_PING', /\[2\] BOINC_PING ok\n/);
     term.child.stdin.write('\x04');
     expect(await term.exited).toBe(0);
     expect(term.text).not.toContain(server.authenticator);
