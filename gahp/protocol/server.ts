@@ -351,7 +351,7 @@ export class GahpServer {
     for (const l of lines) text += this.prefix + l + '\n';
     this.writeRaw(text);
     if (this.log.enabled) {
-      for (const l of lines.length > 20 ? lines.slice(0, 20) : lines) this.log.debug(`> ${this.prefix}${clip(l)}`);
+      for (const l of lines.length > 20 ? lines.slice(0, 20) : lines) this.log.debug(`> ${this.prefix}${this.clipRedacted(l)}`);
       if (lines.length > 20) this.log.debug(`> [${lines.length - 20} more lines]`);
     }
   }
@@ -374,9 +374,16 @@ export class GahpServer {
       const shown = tokens.map((t, i) => (i - 1 >= first || secret.includes(i - 1) ? '***' : t));
       this.log.debug(`< ${clip(joinTokens(shown))}`);
     } else {
-      // Redact before cutting, so a cut never leaves half a secret.
-      this.log.debug(`< ${clip(this.log.redact(line))}`);
+      this.log.debug(`< ${this.clipRedacted(line)}`);
     }
+  }
+
+  /**
+   * A line cut for the log, redacted before it is cut (so a cut never leaves half a
+   * secret) but without scanning all of a multi-MiB line.
+   */
+  private clipRedacted(line: string): string {
+    return clip(this.log.redact(line.length > 8192 ? line.slice(0, 8192) : line), line.length);
   }
 
   /** Stops reading, aborts in-flight work, waits a little for it, then exits. */
@@ -449,8 +456,8 @@ function errorText(err: unknown): string {
   return text.length > 0 ? text : 'unknown error';
 }
 
-function clip(line: string): string {
-  return line.length > 2000 ? line.slice(0, 2000) + `...[${line.length} chars]` : line;
+function clip(line: string, fullLength = line.length): string {
+  return line.length > 2000 ? line.slice(0, 2000) + `...[${fullLength} chars]` : line;
 }
 
 /** Exposed for tests and the interactive CLI: escape one token as the server does. */
