@@ -119,12 +119,29 @@ async function callReporting(client: GahpClient, g: GlobalOptions, label: string
   }
 }
 
+/**
+ * `ping`: BOINC_PING (BOINC's ping RPC does not look at the account), then a status query
+ * for a batch that cannot exist: "no batch named ..." proves the server accepted the
+ * authenticator; anything else (bad authenticator, no submit access) is reported.
+ */
 export async function pingCmd(g: GlobalOptions): Promise<number> {
+  const project = projectFrom(g);
   return withProject(g, async (client) => {
     const started = Date.now();
     const r = await callReporting(client, g, 'pinging the project', 'BOINC_PING', []);
     if (!r) return EXIT_FAILED;
-    process.stdout.write(`ok: ${projectFrom(g).url} answered in ${Date.now() - started} ms\n`);
+    const ms = Date.now() - started;
+    const probe = `boinc-gahp-account-check#${process.pid}#${Date.now()}`;
+    try {
+      await client.call('BOINC_QUERY_BATCHES', ['0', '1', probe]);
+    } catch (err) {
+      if (!(err instanceof GahpResultError)) throw err;
+      if (!err.message.includes('no batch named ')) {
+        process.stderr.write(`boinc-gahp: the project answers, but refuses the account: ${err.message}\n`);
+        return EXIT_FAILED;
+      }
+    }
+    process.stdout.write(`ok: ${project.url} answered in ${ms} ms and accepts the account\n`);
     return EXIT_OK;
   });
 }

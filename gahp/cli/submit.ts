@@ -160,8 +160,11 @@ export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions
   const project = projectFrom(
     { ...g, projectUrl: g.projectUrl ?? [...urls][0], authenticatorFile: [...auths][0] ?? g.authenticatorFile },
   );
-  // Like condor_submit: every input file must exist now.
+  // Like condor_submit: every job's directory and input file must exist now.
   for (const p of desc.procs) {
+    if (!fs.statSync(p.iwd, { throwIfNoEntry: false })?.isDirectory()) {
+      throw new SubmitFileError(file, p.queueLine, `job ${p.proc}: initialdir ${p.iwd} is not an existing directory`);
+    }
     for (const i of p.inputs) {
       let st: fs.Stats;
       try {

@@ -35,6 +35,7 @@ function everyCommandSubmitFile(): string {
   fs.writeFileSync(path.join(dir, 'a.txt'), 'AAA-');
   for (const item of ['x', 'y', 'z']) fs.writeFileSync(path.join(dir, `b_${item}.txt`), `bee ${item}\n`);
   fs.writeFileSync(path.join(dir, 'items.txt'), 'y\nz\n');
+  for (const p of [0, 1, 2]) fs.mkdirSync(path.join(dir, 'jobs', String(p)), { recursive: true });
   fs.mkdirSync(path.join(dir, 'up'));
   fs.writeFileSync(path.join(dir, 'up', 'in.txt'), 'make me loud\n');
   fs.mkdirSync(path.join(dir, 'all'));
@@ -185,6 +186,11 @@ test('submit-file errors exit 2 and name the line; nothing reaches the server', 
   const m = await submit('missing.sub');
   expect(m.code).toBe(2);
   expect(m.stderr).toMatch(/missing\.sub:6: job 0: input file .*nope\.txt does not exist/);
+
+  fs.writeFileSync(path.join(dir, 'nodir.sub'), `executable = uppercase\ngrid_resource = boinc ${server.url}\nboinc_authenticator_file = auth.txt\ninitialdir = nowhere\nqueue 1\n`);
+  const d = await submit('nodir.sub');
+  expect(d.code).toBe(2);
+  expect(d.stderr).toMatch(/nodir\.sub:5: job 0: initialdir .*nowhere is not an existing directory/);
 
   fs.writeFileSync(path.join(dir, 'noauth.sub'), `executable = uppercase\ngrid_resource = boinc ${server.url}\nqueue\n`);
   const n = await submit('noauth.sub');
