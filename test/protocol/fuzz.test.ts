@@ -167,12 +167,15 @@ describe('fuzz: every command argument parser (in-process)', () => {
     const runs = SOAK ? 50000 : 1500;
     for (const c of commands) {
       let n = 0;
+      const parseOnce = (tokens: string[]): void => {
+        if (c.kind === 'async') c.parse(tokens.slice(1));
+        else c.run(tokens, { log: Logger.silent() });
+      };
       fc.assert(fc.property(requestArb(c.name, tmp), (tokens) => {
         n++;
         const t0 = performance.now();
         try {
-          if (c.kind === 'async') c.parse(tokens.slice(1));
-          else c.run(tokens, { log: Logger.silent() });
+          parseOnce(tokens);
         } catch (err) {
           if (!(err instanceof ArgumentError)) {
             throw new Error(`${c.name} ${JSON.stringify(tokens).slice(0, 300)}: threw ${(err as Error)?.name}: ${(err as Error)?.message}`);
@@ -181,7 +184,12 @@ describe('fuzz: every command argument parser (in-process)', () => {
           // The server cuts E messages to 4 KiB; a parser need only stay reasonable.
           expect(err.message.length).toBeLessThan(100_000);
         }
-        expect(performance.now() - t0).toBeLessThan(500);
+        if (performance.now() - t0 > 500) {
+          // A GC pause or a busy machine, or a parser that is really slow? Time it again.
+          const t1 = performance.now();
+          try { parseOnce(tokens); } catch { /* as above */ }
+          expect(performance.now() - t1).toBeLessThan(500);
+        }
       }), { seed: SEED, numRuns: runs });
       counts[`parse:${c.name}`] = n;
     }
