@@ -127,6 +127,29 @@ describe('the real GAHP over pipes', () => {
     }
   });
 
+  test('a line of several MiB gets its one reply; a line over 64 MiB gets E and is skipped', async () => {
+    const g = await GahpProcess.start();
+    try {
+      await g.startup();
+      const mib = Buffer.alloc(1024 * 1024, 'a\\ b '); // escaped spaces and separators
+      const write = async (data: Buffer): Promise<void> => {
+        if (!g.child.stdin.write(data)) await new Promise((r) => g.child.stdin.once('drain', r));
+      };
+      await write(Buffer.from('BOINC_ABORT_JOBS 11 '));
+      for (let i = 0; i < 6; i++) await write(mib);
+      await write(Buffer.from('\r\n'));
+      expect(await g.readReply(30000)).toBe('S');
+      await write(Buffer.from('BOINC_PING 12 '));
+      for (let i = 0; i < 65; i++) await write(mib);
+      await write(Buffer.from('\r\nVERSION\r\n'));
+      expect(await g.readReply(30000)).toMatch(/^E line\\ too\\ long/);
+      expect(await g.readReply()).toBe('S ' + BANNER);
+      expect(await g.quit()).toBe(0);
+    } finally {
+      await g.close();
+    }
+  });
+
   test('VERSION is answered at once while hundreds of pings hang on an unresponsive server', async () => {
     const hang = await startStubServer('hang');
     const g = await GahpProcess.start();
