@@ -11,7 +11,7 @@ import { runGahp } from './run-gahp.js';
 import { runInteractive } from './interactive.js';
 import { GAHP_VERSION } from '../version.js';
 import {
-  EXIT_FAILED, EXIT_USAGE, UsageError, abortCmd, fetchCmd, leaseCmd, makeLogger, pingCmd, readAuthenticator,
+  EXIT_FAILED, EXIT_USAGE, UsageError, abortCmd, fetchCmd, leaseCmd, pingCmd, readAuthenticator,
   retireCmd, runOptions, statusCmd, type GlobalOptions,
 } from './subcommands.js';
 import { submitCmd } from './submit.js';
@@ -68,7 +68,7 @@ export async function main(argv: string[]): Promise<number> {
     if (opts.interactive || (!opts.protocol && process.stdin.isTTY)) {
       code = await runInteractive(base);
     } else {
-      code = await runGahp({ ...base, log: makeLogger(opts) });
+      code = await runGahp(base);
     }
   });
 

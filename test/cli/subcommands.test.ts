@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startTestServer, type TestBoincServer } from '../../fixtures/test-server/index.js';
 import { GAHP_VERSION } from '../../gahp/version.js';
-import { makeTempDir } from '../support/gahp-process.js';
+import { GahpProcess, makeTempDir } from '../support/gahp-process.js';
 import { runCli } from './cli-support.js';
 
 let server: TestBoincServer;
@@ -117,4 +117,21 @@ test('status, lease, fetch, abort, retire on a batch submitted through the GAHP'
   expect(server.batches().find((b) => b.name === batch)!.state).toBe(4);
   expect(JSON.parse((await cli(['status', '--json'])).stdout)).toEqual([]);
   expect(JSON.parse((await cli(['status', '--json', '--all'])).stdout)).toHaveLength(1);
+});
+
+test('the GAHP on stdio with the project pre-selected from options (what a wrapper script for BOINC_GAHP can do)', async () => {
+  const log = path.join(dir, 'gahp.log');
+  const gahp = await GahpProcess.start({ args: ['--project-url', server.url, '--authenticator-file', authFile], logFile: log });
+  try {
+    await gahp.startup();
+    expect(await gahp.call('BOINC_PING')).toEqual(['NULL']);
+    const q = await gahp.call('BOINC_QUERY_BATCHES 0 1 nosuch');
+    expect(q.join(' ')).toMatch(/no batch named nosuch$/);
+    expect(await gahp.quit()).toBe(0);
+  } finally {
+    await gahp.close();
+  }
+  const text = fs.readFileSync(log, 'utf8');
+  expect(text).toContain('BOINC_PING');
+  expect(text).not.toContain(server.authenticator);
 });

@@ -146,7 +146,8 @@ test('--no-wait submits and returns; running the file again waits and fetches wi
   expect(server.batches().length).toBe(before + 1);
   expect(fs.existsSync(path.join(dir, 'out.1.0'))).toBe(false);
 
-  const second = await submit('job.sub');
+  // The same again through a GAHP child process (bin/boinc-gahp) instead of in-process.
+  const second = await submit('job.sub', '--spawn');
   expect(second.code).toBe(0);
   expect(server.batches().length).toBe(before + 1);
   const batch = server.batches()[server.batches().length - 1]!;
