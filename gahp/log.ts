@@ -116,6 +116,8 @@ export class Logger {
   }
 
   static toStderr(level: LogLevel = 'debug'): Logger {
+    // A closed stderr must not become an unhandled 'error' event (a crash).
+    if (process.stderr.listenerCount('error') === 0) process.stderr.on('error', () => undefined);
     return new Logger({ write: (line) => process.stderr.write(line) }, level);
   }
 

@@ -242,6 +242,8 @@ describe('the real GAHP over pipes', () => {
     expect(log).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z DEBUG < BOINC_PING 2$/m);
     expect(log).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z DEBUG > GAHP:S$/m);
     expect(log).toMatch(/DEBUG > GAHP:2 /);
+    // Written to the end, though the process exits right after QUIT.
+    expect(log.trimEnd().split('\n').pop()).toMatch(/INFO QUIT: shutting down$/);
     expect((fs.statSync(logFile).mode & 0o777).toString(8)).toBe('600');
     await failing.close();
   });
