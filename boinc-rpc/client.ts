@@ -116,13 +116,17 @@ export class BoincClient implements BoincRpc {
       'create_batch',
       SUBMIT,
       () =>
+        // Current handlers read the names and expire_time at the top level; older ones
+        // (and BOINC's C++ client) put them inside <batch>. Sending both works with either.
         this.req('create_batch')
+          .el('batch_name', req.batchName)
+          .el('app_name', req.appName)
+          .el('expire_time', req.expireTime)
           .open('batch')
           .el('batch_name', req.batchName)
           .el('app_name', req.appName)
           .el('expire_time', req.expireTime)
           .close('batch')
-          .el('expire_time', req.expireTime)
           .toString(),
       false,
       (t) => parseBatchId('create_batch', t),
