@@ -201,6 +201,22 @@ describe('the real GAHP over pipes', () => {
     });
   }
 
+  test('the gridmanager going away (stdout closed) makes the GAHP exit, not spin', async () => {
+    const g = await GahpProcess.start();
+    try {
+      await g.startup();
+      g.child.stdout.destroy();
+      const t0 = Date.now();
+      for (let i = 0; i < 20; i++) g.sendCrlf('VERSION');
+      const { code, signal } = await g.exited;
+      expect(signal).toBeNull();
+      expect(code).toBe(0);
+      expect(Date.now() - t0).toBeLessThan(4000);
+    } finally {
+      await g.close();
+    }
+  });
+
   test('the authenticator never appears in the log, stdout or stderr, across failing RPCs', async () => {
     const auth = authenticator();
     const failing = await startStubServer('error', `database error for user ${auth}: <authenticator>${auth}</authenticator>`);
