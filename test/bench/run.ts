@@ -122,13 +122,15 @@ const FIGURES: Figure[] = [
       const sizes = ctx.quick ? QUICK_LATENCY : FULL_LATENCY;
       const p99: number[] = [];
       const max: number[] = [];
+      const idle: number[] = [];
       for (let i = 0; i < ctx.runs; i++) {
         const r = await versionLatencyOnce(world, sizes);
         p99.push(r.p99);
         max.push(r.max);
-        ctx.note(`latency run ${i + 1}: ${r.samples} VERSION samples over ${r.seconds.toFixed(1)} s, p99 ${r.p99.toFixed(1)} ms, max ${r.max.toFixed(1)} ms`);
+        idle.push(r.idleP99);
+        ctx.note(`latency run ${i + 1}: ${r.samples} VERSION samples over ${r.seconds.toFixed(1)} s, p99 ${r.p99.toFixed(1)} ms, max ${r.max.toFixed(1)} ms; with nothing in flight p99 ${r.idleP99.toFixed(1)} ms`);
       }
-      return { version_latency_p99_ms: median(p99), version_latency_max_ms: median(max) };
+      return { version_latency_p99_ms: median(p99), version_latency_max_ms: median(max), version_latency_idle_p99_ms: median(idle) };
     },
   },
   {
@@ -210,7 +212,7 @@ async function main(): Promise<number> {
   };
   const loadavg = os.loadavg().map((x) => x.toFixed(2)).join(' ');
   console.error(`bench: ${args.quick ? 'quick' : 'full'} mode, ${runs} run(s) per figure, ${os.availableParallelism()} cores, load ${loadavg}, temp ${os.tmpdir()}`);
-  const figures: Record<string, number> = {};
+  const figures: Record<string, number> = { bench_load_1m_start: os.loadavg()[0]! };
   const skipped: Record<string, string> = {};
   const started = Date.now();
   for (const f of FIGURES) {
@@ -226,6 +228,7 @@ async function main(): Promise<number> {
     }
   }
   if (world) await (await world.catch(() => undefined))?.close();
+  figures.bench_load_1m_end = os.loadavg()[0]!;
   console.log('');
   console.log(`boinc-gahp bench, ${new Date().toISOString()}, ${args.quick ? 'QUICK' : 'full'} mode, median of ${runs} run(s), ${((Date.now() - started) / 1000).toFixed(0)} s total`);
   printTable(figures, skipped);

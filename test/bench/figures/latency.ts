@@ -25,12 +25,31 @@ export const QUICK_LATENCY: LatencySizes = { submits: 100, jobsPerSubmit: 10, fi
 
 let seed = 90000;
 
-export async function versionLatencyOnce(world: QueryWorld, sizes: LatencySizes): Promise<{ p99: number; max: number; samples: number; seconds: number }> {
+/** `n` sequential VERSION round trips, `gapMs` apart; returns their times in ms. */
+async function versionRtts(gahp: GahpDriver, n: number, gapMs: number): Promise<number[]> {
+  const rtts: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const a = process.hrtime.bigint();
+    gahp.send('VERSION');
+    const v = await gahp.readReply();
+    rtts.push(Number(process.hrtime.bigint() - a) / 1e6);
+    if (!v.startsWith('S $GahpVersion')) throw new Error(`VERSION answered ${v.slice(0, 200)}`);
+    await sleep(gapMs);
+  }
+  return rtts;
+}
+
+export async function versionLatencyOnce(
+  world: QueryWorld,
+  sizes: LatencySizes,
+): Promise<{ p99: number; max: number; samples: number; seconds: number; idleP99: number }> {
   const dir = benchTempDir('lat-in');
   const gahp = await GahpDriver.start();
   try {
     await gahp.startup();
     await gahp.selectProject(world.server.url, world.server.authenticator);
+    // The same measurement with nothing in flight: what the machine alone costs.
+    const idle = await versionRtts(gahp, 200, 5);
     const lines: string[] = [];
     const ids = new Set<string>();
     let s = 0;
@@ -76,7 +95,7 @@ export async function versionLatencyOnce(world: QueryWorld, sizes: LatencySizes)
       }
       await sleep(5);
     }
-    return { p99: percentile(rtts, 99), max: Math.max(...rtts), samples: rtts.length, seconds: (Date.now() - t0) / 1000 };
+    return { p99: percentile(rtts, 99), max: Math.max(...rtts), samples: rtts.length, seconds: (Date.now() - t0) / 1000, idleP99: percentile(idle, 99) };
   } finally {
     await gahp.close();
     removeTempDir(dir);

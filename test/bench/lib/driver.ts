@@ -75,7 +75,9 @@ export class GahpDriver {
     // log costs time, so figures taken with it are not comparable).
     const logDir = process.env.BENCH_GAHP_LOG_DIR;
     const logArgs = logDir ? ['--log', path.join(logDir, `gahp-${process.pid}-${++started}.log`)] : [];
-    const child = spawn(process.execPath, [GAHP_BIN, '--state-dir', stateDir, ...logArgs, ...(opts.args ?? [])], {
+    // BENCH_GAHP_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/x": node flags for each GAHP.
+    const nodeArgs = (process.env.BENCH_GAHP_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0);
+    const child = spawn(process.execPath, [...nodeArgs, GAHP_BIN, '--state-dir', stateDir, ...logArgs, ...(opts.args ?? [])], {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const d = new GahpDriver(child, stateDir, opts.stateDir === undefined);
