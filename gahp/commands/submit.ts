@@ -31,7 +31,7 @@ import type { GahpServices } from '../services.js';
 import { parseSubmitArgs, type SubmitJobSpec, type SubmitRequest } from '../staging/parse.js';
 import { checkInputFiles, checkNamesAndArguments, commandLine, orderInputs, uniqueSources } from '../staging/validate.js';
 import { HashCache } from '../staging/hash-cache.js';
-import { HashPool, hashSources, type HashSourcesResult } from '../staging/hashing.js';
+import { HashPool, fileKey, hashSources, type HashSourcesResult } from '../staging/hashing.js';
 import { physName } from '../staging/plan.js';
 import { stageFiles, type StageFile } from '../staging/upload.js';
 
@@ -114,15 +114,19 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     const t0 = Date.now();
     const tag = `BOINC_SUBMIT ${ctx.reqId} ${req.batchName}`;
 
-    // 2. Input files.
+    // 2. Input files. Threads for the hashes the cache lacks start while get_templates runs.
     const stats = await step('checking input files', () => checkInputFiles(uniqueSources(req.jobs)));
+    const { cache: hc, pool: hp } = hashing();
+    hc.refresh();
+    let misses = 0;
+    for (const st of stats.values()) if (!hc.lookup(fileKey(st))) misses++;
+    hp.warm(misses);
 
     // 3. Template: counts and order.
     const templates = await step('get_templates', () => rpc.getTemplates({ appName: req.appName }));
     const { jobs, reordered } = await step('checking input files against the app template', () => orderInputs(req.jobs, templates.inputOpenNames));
 
     // 4. Hashes, and what exists already.
-    const { cache: hc, pool: hp } = hashing();
     const hashP = step('hashing input files', () => hashSources(stats, hc, hp, ctx.signal));
     hashP.catch(() => undefined);
     const record = ledger.get(project.url, req.batchName);
