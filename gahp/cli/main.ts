@@ -11,7 +11,7 @@ import { runGahp } from './run-gahp.js';
 import { runInteractive } from './interactive.js';
 import { GAHP_VERSION } from '../version.js';
 import {
-  EXIT_FAILED, EXIT_USAGE, UsageError, abortCmd, fetchCmd, leaseCmd, pingCmd, readAuthenticator,
+  EXIT_FAILED, EXIT_USAGE, UsageError, abortCmd, fetchCmd, leaseCmd, pingCmd, queryCmd, readAuthenticator,
   retireCmd, runOptions, statusCmd, type GlobalOptions,
 } from './subcommands.js';
 import { submitCmd } from './submit.js';
@@ -86,6 +86,15 @@ export async function main(argv: string[]): Promise<number> {
     .option('--all', 'include retired batches')
     .action((o: { json?: boolean; all?: boolean }, cmd: Command) => {
       code = statusCmd(globals(cmd), o);
+    });
+
+  program
+    .command('query')
+    .description("the server's view of batches: every job's status (BOINC_QUERY_BATCHES)")
+    .argument('<batch_name...>', 'batch names')
+    .option('--json', 'machine-readable output')
+    .action(async (names: string[], o: { json?: boolean }, cmd: Command) => {
+      code = await queryCmd(globals(cmd), names, o);
     });
 
   program

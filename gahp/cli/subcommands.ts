@@ -1,5 +1,5 @@
 /**
- * Subcommands for people: ping, status, fetch, abort, retire, lease. Each one starts an
+ * Subcommands for people: ping, status, query, fetch, abort, retire, lease. Each one starts an
  * in-process GAHP and drives it through the protocol (GahpClient), exactly as HTCondor
  * would, so a command that works here works for the gridmanager too.
  *
@@ -186,6 +186,36 @@ export async function retireCmd(g: GlobalOptions, batchName: string): Promise<nu
     const r = await callReporting(client, g, `retiring ${batchName}`, 'BOINC_RETIRE_BATCH', [batchName]);
     if (!r) return EXIT_FAILED;
     process.stdout.write(`ok: retired ${batchName}\n`);
+    return EXIT_OK;
+  });
+}
+
+/** `query`: the server's view of batches (BOINC_QUERY_BATCHES with min_mod_time 0). */
+export async function queryCmd(g: GlobalOptions, batchNames: string[], o: { json?: boolean }): Promise<number> {
+  return withProject(g, async (client) => {
+    const r = await callReporting(client, g, `querying ${batchNames.length} batch(es)`, 'BOINC_QUERY_BATCHES', ['0', String(batchNames.length), ...batchNames]);
+    if (!r) return EXIT_FAILED;
+    const result: Array<{ batch: string; jobs: Record<string, string>; byStatus: Record<string, number> }> = [];
+    let i = 1;
+    for (const batch of batchNames) {
+      const n = Number(r[i++]);
+      const jobs: Record<string, string> = {};
+      const byStatus: Record<string, number> = {};
+      for (let k = 0; k < n; k++, i += 2) {
+        jobs[r[i]!] = r[i + 1]!;
+        byStatus[r[i + 1]!] = (byStatus[r[i + 1]!] ?? 0) + 1;
+      }
+      result.push({ batch, jobs, byStatus });
+    }
+    if (o.json) {
+      process.stdout.write(JSON.stringify({ serverTime: r[0], batches: result }, null, 2) + '\n');
+      return EXIT_OK;
+    }
+    for (const b of result) {
+      const counts = Object.entries(b.byStatus).sort().map(([s, n]) => `${s} ${n}`).join(', ') || 'no jobs';
+      process.stdout.write(`${b.batch}: ${Object.keys(b.jobs).length} jobs: ${counts}\n`);
+      for (const [job, status] of Object.entries(b.jobs)) process.stdout.write(`  ${job}  ${status}\n`);
+    }
     return EXIT_OK;
   });
 }

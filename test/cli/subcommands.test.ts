@@ -34,7 +34,7 @@ test('--version, --help, usage errors', async () => {
   expect(v).toMatchObject({ code: 0, stdout: `${GAHP_VERSION}\n` });
   const h = await runCli(['--help']);
   expect(h.code).toBe(0);
-  for (const word of ['ping', 'status', 'fetch', 'abort', 'retire', 'lease', 'submit', 'BOINC_GAHP_STATE_DIR', 'BOINC_GAHP_PROJECT_URL',
+  for (const word of ['ping', 'status', 'query', 'fetch', 'abort', 'retire', 'lease', 'submit', 'BOINC_GAHP_STATE_DIR', 'BOINC_GAHP_PROJECT_URL',
     'BOINC_GAHP_AUTHENTICATOR_FILE', 'BOINC_GAHP_LOG', 'BOINC_GAHP_RPC_TIMEOUT', 'BOINC_GAHP_CONCURRENCY', 'Exit codes']) {
     expect(h.stdout).toContain(word);
   }
@@ -87,6 +87,15 @@ test('status, lease, fetch, abort, retire on a batch submitted through the GAHP'
   expect(human.stdout).toContain(batch);
   expect(human.stdout).toMatch(/lease until \S+ \(5h5[0-9]m left\)/);
   expect(human.stdout).toMatch(/3 jobs: /);
+
+  const q = await cli(['query', batch, '--json']);
+  expect(q.code).toBe(0);
+  const qj = JSON.parse(q.stdout) as { serverTime: string; batches: Array<{ batch: string; jobs: Record<string, string> }> };
+  expect(Object.keys(qj.batches[0]!.jobs).sort()).toEqual([0, 1, 2].map((p) => `${batch}#1.${p}`));
+  for (const st of Object.values(qj.batches[0]!.jobs)) expect(['NOT_STARTED', 'IN_PROGRESS']).toContain(st);
+  const qmissing = await cli(['query', 'no-such-batch']);
+  expect(qmissing.code).toBe(1);
+  expect(qmissing.stderr).toMatch(/no batch named no-such-batch/);
 
   const until = Math.floor(Date.now() / 1000) + 600;
   const lease = await cli(['lease', batch, '--until', String(until)]);
