@@ -19,6 +19,8 @@ export function selectProjectCommand(services: GahpServices): SyncCommand {
         throw new ArgumentError('project URL is not a valid URL');
       }
       if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ArgumentError('project URL must be http or https');
+      // Script names are appended to the URL: a query or fragment would swallow them.
+      if (url.search !== '' || url.hash !== '' || /[?#]/.test(rawUrl)) throw new ArgumentError('project URL must not have a query or fragment');
       if (!/^[\x21-\x7e]+$/.test(authenticator)) throw new ArgumentError('authenticator must be printable ASCII without spaces');
       ctx.log.addSecret(authenticator);
       // RPC URLs are formed by appending script names, so the base must end with '/'.

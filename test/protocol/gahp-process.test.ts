@@ -105,7 +105,7 @@ describe('the real GAHP over pipes', () => {
       const bad: Array<string | Buffer> = [
         'BOINC_SUBMIT 1', 'BOINC_QUERY_BATCHES 2', 'BOINC_FETCH_OUTPUT 3 job', 'BOINC_SET_LEASE 4 b', 'BOINC_PING abc',
         'BOINC_PING 0', 'BOINC_PING 5 extra', 'BOINC_PING', 'BOINC_SELECT_PROJECT', 'BOINC_SELECT_PROJECT not-a-url abc',
-        'BOINC_SELECT_PROJECT ftp://x/ abcd', 'BOINC_SELECT_PROJECT http://x/', 'BOINC_ABORT_JOBS', 'BOINC_RETIRE_BATCH 6',
+        'BOINC_SELECT_PROJECT ftp://x/ abcd', 'BOINC_SELECT_PROJECT http://x/proj/?a=b abcd', 'BOINC_SELECT_PROJECT http://x/proj/# abcd', 'BOINC_SELECT_PROJECT http://x/', 'BOINC_ABORT_JOBS', 'BOINC_RETIRE_BATCH 6',
         'FROBNICATE', 'frobnicate 1 2 3', '', '   ', 'RESULTS 1', 'CONDOR_VERSION', 'RESPONSE_PREFIX',
         Buffer.concat([Buffer.from('BOINC_PING 7 '), big]),
         big,
