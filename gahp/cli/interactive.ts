@@ -279,5 +279,14 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
       });
     });
     rl.on('close', () => void finish());
+    // Ctrl-C clears a half-typed line; on an empty line it leaves, like Ctrl-D.
+    rl.on('SIGINT', () => {
+      if (rl.line.length > 0) {
+        rl.write(null, { ctrl: true, name: 'u' });
+      } else {
+        output.write('\n');
+        rl.close();
+      }
+    });
   });
 }

@@ -132,7 +132,7 @@ describePty('interactive mode on a terminal', () => {
     expect(history).not.toContain(server.authenticator);
   });
 
-  test('a project pre-selected from the command line; the authenticator never shows; Ctrl-D leaves', async () => {
+  test('a project pre-selected from the command line; the authenticator never shows; Ctrl-C, Ctrl-D', async () => {
     const authFile = path.join(dir, 'auth');
     fs.writeFileSync(authFile, server.authenticator + '\n');
     term = new Terminal(['--state-dir', path.join(dir, 'state'), '--project-url', server.url, '--authenticator-file', authFile]);
@@ -143,6 +143,9 @@ describePty('interactive mode on a terminal', () => {
     await term.exchange(`BOINC_SELECT_PROJECT ${server.url} @${path.join(dir, 'nope')}`, /error: cannot read .*nope: ENOENT\n/);
     await term.exchange(`BOINC_SELECT_PROJECT ${server.url} @${authFile}`, /\nS\n/);
     await term.exchange('BOINC_PING', /\[2\] BOINC_PING ok\n/);
+    // Ctrl-C clears a half-typed line (nothing is sent), then Ctrl-D leaves.
+    term.child.stdin.write('BOINC_PI\x03');
+    await term.exchange('BOINC_PING', /\[3\] BOINC_PING ok\n/);
     term.child.stdin.write('\x04');
     expect(await term.exited).toBe(0);
     expect(term.text).not.toContain(server.authenticator);
