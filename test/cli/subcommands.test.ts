@@ -30,21 +30,27 @@ const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
   runCli(['--state-dir', stateDir(), '--project-url', server.url, '--authenticator-file', authFile, ...args], { cwd: dir, env });
 
 test('--version, --help, usage errors', async () => {
-  const v = await runCli(['--version']);
+  const [v, h, bogus, lease, timeout, noProject, badAuth] = await Promise.all([
+    runCli(['--version']),
+    runCli(['--help']),
+    runCli(['--bogus']),
+    runCli(['lease']),
+    runCli(['--rpc-timeout', 'soon', 'ping']),
+    runCli(['ping']),
+    runCli(['--project-url', server.url, '--authenticator-file', path.join(dir, 'nope'), 'ping']),
+  ]);
   expect(v).toMatchObject({ code: 0, stdout: `${GAHP_VERSION}\n` });
-  const h = await runCli(['--help']);
   expect(h.code).toBe(0);
   for (const word of ['ping', 'status', 'query', 'fetch', 'abort', 'retire', 'lease', 'submit', 'BOINC_GAHP_STATE_DIR', 'BOINC_GAHP_PROJECT_URL',
     'BOINC_GAHP_AUTHENTICATOR_FILE', 'BOINC_GAHP_LOG', 'BOINC_GAHP_RPC_TIMEOUT', 'BOINC_GAHP_CONCURRENCY', 'Exit codes']) {
     expect(h.stdout).toContain(word);
   }
-  expect((await runCli(['--bogus'])).code).toBe(2);
-  expect((await runCli(['lease'])).code).toBe(2);
-  expect((await runCli(['--rpc-timeout', 'soon', 'ping'])).code).toBe(2);
-  const noProject = await runCli(['ping']);
+  expect(bogus.code).toBe(2);
+  expect(bogus.stderr).toMatch(/unknown option '--bogus'/);
+  expect(lease.code).toBe(2);
+  expect(timeout.code).toBe(2);
   expect(noProject.code).toBe(2);
   expect(noProject.stderr).toMatch(/no project URL: give --project-url/);
-  const badAuth = await runCli(['--project-url', server.url, '--authenticator-file', path.join(dir, 'nope'), 'ping']);
   expect(badAuth.code).toBe(2);
   expect(badAuth.stderr).toMatch(/cannot read the authenticator file .*nope: ENOENT/);
 });
