@@ -233,6 +233,7 @@ export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions
       if (!rec.submitted.includes(batch)) rec.submitted.push(batch);
       save();
       progress.log(`submitted ${batch} (${procs.length} job${procs.length === 1 ? '' : 's'})`);
+      progress.update('waiting for the first status');
     };
     const setLease = async (batch: string) => {
       const until = Math.floor(Date.now() / 1000) + LEASE_SECONDS;
