@@ -118,22 +118,21 @@ export function queryBatchesCommand(services: GahpServices): AsyncCommand<QueryB
       const t1 = performance.now();
       const { tokens, ledger } = await buildQueryResult(reply, req.batchNames);
       const t2 = performance.now();
-      // Recorded in the background: the gridmanager need not wait for the journal's
-      // fdatasync (the job map is updated at once; the line is encoded with yields and
-      // written by the ledger's writer; close() at shutdown waits for it).
-      services.ledger.recordQuery(project.url, reply.serverTime, ledger).then(
-        () => ctx.log.debug(`query ${ctx.reqId}: statuses journalled ${(performance.now() - t2).toFixed(0)} ms after the reply was built`),
-        (err) => ctx.log.error(`ledger: could not record the statuses of query ${ctx.reqId}: ${(err as Error).message}`),
-      );
+      // Recorded in the background: the gridmanager need not wait for the ledger (its
+      // update runs in slices with yields, then one journal line and its fdatasync; close()
+      // at shutdown waits for it). The lease check reads the updated records after.
+      services.ledger
+        .recordQuery(project.url, reply.serverTime, ledger)
+        .then(
+          () => ctx.log.debug(`query ${ctx.reqId}: statuses journalled ${(performance.now() - t2).toFixed(0)} ms after the reply was built`),
+          (err) => ctx.log.error(`ledger: could not record the statuses of query ${ctx.reqId}: ${(err as Error).message}`),
+        )
+        .then(() => checkLeases(project.url, req.batchNames, ctx))
+        .catch((err) => ctx.log.error(`lease check failed: ${(err as Error).message}`));
       ctx.log.debug(
         `query ${ctx.reqId}: ${req.batchNames.length} batches, ${(tokens.length - 2 - req.batchNames.length) / 2} jobs; ` +
           `query_batch2 ${(t1 - t0).toFixed(0)} ms, result ${(t2 - t1).toFixed(0)} ms`,
       );
-      try {
-        checkLeases(project.url, req.batchNames, ctx);
-      } catch (err) {
-        ctx.log.error(`lease check failed: ${(err as Error).message}`);
-      }
       return tokens;
     },
   };

@@ -59,6 +59,9 @@ interface PendingAppend {
 }
 
 const LEDGER_FILE = 'ledger.jsonl';
+/** Status-query work between two yields to the event loop, in jobs. */
+const YIELD_EVERY = 5000;
+const yieldNow = () => new Promise<void>((resolve) => setImmediate(resolve));
 /** Compaction forgets batches retired longer ago than this. */
 const RETIRED_KEEP_MS = 30 * 24 * 3600 * 1000;
 const key = (projectUrl: string, name: string) => `${projectUrl}\n${name}`;
@@ -151,25 +154,44 @@ export class JournalLedger implements Ledger {
   }
 
   async recordQuery(projectUrl: string, serverTime: string, batches: ReadonlyArray<LedgerQueryBatch>): Promise<void> {
-    const t = Date.now();
-    // Work out the changes and apply them now (synchronously), so get() sees them at once;
-    // the journal slot is taken now too, so entries stay in the order of the calls.
-    const changes: Array<[string, Array<readonly [string, string]>]> = [];
+    // The journal slot is taken now, so entries stay in the order of the calls; the
+    // changes are worked out, applied and encoded a slice at a time with yields between.
+    await this.append(this.applyQuery(projectUrl, Date.now(), serverTime, batches));
+  }
+
+  /** Applies a status query to the records; resolves to its journal line ('' = nothing to write). */
+  private async applyQuery(projectUrl: string, t: number, serverTime: string, batches: ReadonlyArray<LedgerQueryBatch>): Promise<string> {
+    const parts: string[] = [];
+    let since = 0;
     for (const qb of batches) {
       const rec = this.batches.get(key(projectUrl, qb.name));
       if (!rec) continue;
-      const changed: Array<readonly [string, string]> = [];
-      for (const pair of qb.jobs) if (rec.jobs.get(pair[0]) !== pair[1]) changed.push(pair);
-      if (changed.length > 0) {
-        const jobs = this.writableJobs(rec);
-        for (const [job, status] of changed) jobs.set(job, status);
+      // Null prototype: a job named `__proto__` is just a key.
+      const changed: Record<string, string> = Object.create(null);
+      const jobs = qb.jobs;
+      for (let i = 0; i < jobs.length; ) {
+        const begin = i;
+        const end = Math.min(jobs.length, i + YIELD_EVERY - since);
+        let map: Map<string, string> | undefined;
+        for (; i < end; i++) {
+          const [job, status] = jobs[i]!;
+          if (rec.jobs.get(job) === status) continue;
+          map ??= this.writableJobs(rec);
+          map.set(job, status);
+          changed[job] = status;
+        }
+        since += end - begin;
+        if (since >= YIELD_EVERY) {
+          since = 0;
+          await yieldNow();
+        }
       }
       rec.lastServerTime = serverTime;
       rec.updatedAt = t;
-      changes.push([qb.name, changed]);
+      parts.push(JSON.stringify(qb.name) + ':' + JSON.stringify(changed));
     }
-    if (changes.length === 0) return;
-    await this.append(encodeQuery(projectUrl, t, serverTime, changes));
+    if (parts.length === 0) return '';
+    return `{"op":"query","p":${JSON.stringify(projectUrl)},"t":${t},"st":${JSON.stringify(serverTime)},"b":{${parts.join(',')}}}`;
   }
 
   async close(): Promise<void> {
@@ -202,13 +224,17 @@ export class JournalLedger implements Ledger {
       const ok: PendingAppend[] = [];
       for (const p of group) {
         try {
-          texts.push(await p.line);
+          const text = await p.line;
+          if (text.length > 0) texts.push(text);
           ok.push(p);
         } catch (err) {
           p.reject(err as Error);
         }
       }
-      if (ok.length === 0) continue;
+      if (texts.length === 0) {
+        for (const p of ok) p.resolve();
+        continue;
+      }
       let text = (this.needNewline ? '\n' : '') + texts.join('\n') + '\n';
       try {
         const fh = await this.handle();
@@ -443,23 +469,6 @@ function plain(rec: BatchRecord): LedgerBatch {
   if (rec.leaseExpiresAt !== undefined) b.leaseExpiresAt = rec.leaseExpiresAt;
   if (rec.lastServerTime !== undefined) b.lastServerTime = rec.lastServerTime;
   return b;
-}
-
-/** The journal line of a status query, built a batch at a time with yields between. */
-async function encodeQuery(projectUrl: string, t: number, serverTime: string, changes: Array<[string, Array<readonly [string, string]>]>): Promise<string> {
-  const parts: string[] = [];
-  let since = 0;
-  for (const [name, changed] of changes) {
-    const obj: Record<string, string> = {};
-    for (const [job, status] of changed) obj[job] = status;
-    parts.push(JSON.stringify(name) + ':' + JSON.stringify(obj));
-    since += changed.length;
-    if (since >= 5000) {
-      since = 0;
-      await new Promise<void>((r) => setImmediate(r));
-    }
-  }
-  return `{"op":"query","p":${JSON.stringify(projectUrl)},"t":${t},"st":${JSON.stringify(serverTime)},"b":{${parts.join(',')}}}`;
 }
 
 async function syncDir(dir: string): Promise<void> {
