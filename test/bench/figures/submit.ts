@@ -42,10 +42,14 @@ export function jobsOver(batch: string, files: readonly string[], njobs: number)
   return jobs;
 }
 
-/** Runs a BOINC_SUBMIT to completion; throws unless it succeeded. Returns seconds. */
-export async function timedSubmit(gahp: GahpDriver, line: string, timeoutMs = 1_800_000): Promise<number> {
+/**
+ * Runs a BOINC_SUBMIT to completion (S, then the R notification, then RESULTS, as the
+ * gridmanager does: no polling delay in the figure); throws unless it succeeded. Returns
+ * seconds from writing the request to reading the result.
+ */
+export async function timedSubmit(gahp: GahpDriver, line: string): Promise<number> {
   const t0 = process.hrtime.bigint();
-  const result = await gahp.call('BOINC_SUBMIT', line, timeoutMs);
+  const result = await gahp.callNotified('BOINC_SUBMIT', line);
   const s = secondsSince(t0);
   if (result !== 'NULL') throw new Error(`BOINC_SUBMIT failed: ${result.slice(0, 500)}`);
   return s;
