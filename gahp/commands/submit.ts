@@ -160,7 +160,10 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
       batchId = existing.id;
       toSubmit = jobs.filter((j) => !present.has(j.name));
       log.info(`${tag}: reusing batch ${batchId} left by an earlier attempt (${present.size} of ${ours.size} jobs present)`);
-      await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'staging', batchId });
+      // Its lease may be short or past (the server may then collect it): give it a full one.
+      const expireTime = Math.floor(Date.now() / 1000) + config.defaultLeaseSeconds;
+      await step('renewing the lease of the existing batch (set_expire_time)', () => rpc.setExpireTime(req.batchName, expireTime));
+      await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'staging', batchId, leaseExpiresAt: expireTime });
     } else {
       // 4b. Create the batch. The ledger first knows we may be creating it.
       await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'creating', physFiles: [], jobs: {} });

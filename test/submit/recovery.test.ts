@@ -139,7 +139,7 @@ describe('repeat safety', () => {
   test('a batch left empty on the server, some files already linked to it, is reused without re-linking errors', async () => {
     const { batch, jobs, line, contents } = makeBatch(6, 12);
     // An earlier attempt created the batch and staged some of the files (linked to it).
-    const batchId = await env.rpc.createBatch({ batchName: batch, appName: 'uppercase', expireTime: Math.floor(Date.now() / 1000) + 3600 });
+    const batchId = await env.rpc.createBatch({ batchName: batch, appName: 'uppercase', expireTime: Math.floor(Date.now() / 1000) + 60 });
     const pre = path.join(env.dir, 'pre-linked.txt');
     fs.writeFileSync(pre, contents[0]!);
     await env.rpc.uploadFiles({ batchId, files: [{ physName: phys(contents[0]!), path: pre }] });
@@ -150,6 +150,8 @@ describe('repeat safety', () => {
     expect(rpcNames(env.server, since)).not.toContain('create_batch');
     expectOneCompleteBatch(env.server, batch, jobs.map((j) => j.name));
     expect(env.server.batches().find((b) => b.name === batch)!.id).toBe(batchId);
+    // Its short lease was renewed to a full one.
+    expect(env.server.batches().find((b) => b.name === batch)!.expireTime).toBeGreaterThan(Date.now() / 1000 + 5 * 3600);
     expect(uploadedNames(env.server, since).sort()).toEqual(contents.slice(2).map(phys).sort());
   });
 
