@@ -69,12 +69,67 @@ function loadState(stateDir: string): SubmitState {
   return { nextCluster: 1, lastCreatedAt: 0, entries: {} };
 }
 
-function saveState(stateDir: string, state: SubmitState): void {
+/**
+ * Writes the state, merged with what is on disk now: another `submit` may have run
+ * meanwhile, so only our own entries replace theirs and the counters only grow.
+ */
+function saveState(stateDir: string, state: SubmitState, ownKeys: string[]): void {
+  const onDisk = loadState(stateDir);
+  for (const k of ownKeys) if (state.entries[k]) onDisk.entries[k] = state.entries[k]!;
+  onDisk.nextCluster = Math.max(onDisk.nextCluster, state.nextCluster);
+  onDisk.lastCreatedAt = Math.max(onDisk.lastCreatedAt, state.lastCreatedAt);
+  state.nextCluster = onDisk.nextCluster;
+  state.lastCreatedAt = onDisk.lastCreatedAt;
   const file = stateFile(stateDir);
   fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   const tmp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, JSON.stringify(state, null, 1), { mode: 0o600 });
+  fs.writeFileSync(tmp, JSON.stringify(onDisk, null, 1), { mode: 0o600 });
   fs.renameSync(tmp, file);
+}
+
+/**
+ * Runs fn holding <state-dir>/submit/lock (O_EXCL file with our pid), so two `submit`s
+ * started together never take the same cluster id. A lock left by a dead process is broken.
+ */
+function withStateLock<T>(stateDir: string, fn: () => T): T {
+  const lock = path.join(stateDir, 'submit', 'lock');
+  fs.mkdirSync(path.dirname(lock), { recursive: true, mode: 0o700 });
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      const fd = fs.openSync(lock, 'wx', 0o600);
+      fs.writeSync(fd, String(process.pid));
+      fs.closeSync(fd);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      let holder = NaN;
+      try {
+        holder = Number(fs.readFileSync(lock, 'utf8'));
+      } catch {
+        /* just released */
+      }
+      let alive = true;
+      if (Number.isInteger(holder) && holder > 0) {
+        try {
+          process.kill(holder, 0);
+        } catch (e) {
+          alive = (e as NodeJS.ErrnoException).code === 'EPERM';
+        }
+      }
+      if (!alive) {
+        fs.rmSync(lock, { force: true });
+        continue;
+      }
+      if (Date.now() > deadline) throw new Error(`${lock} is held by process ${holder}; remove it if no boinc-gahp submit is running`);
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+    }
+  }
+  try {
+    return fn();
+  } finally {
+    fs.rmSync(lock, { force: true });
+  }
 }
 
 /** The schedd part of batch names: stable per machine. */
@@ -145,10 +200,12 @@ export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions
     throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? errMessage(err)}`);
   }
   const key = createHash('sha256').update(abs).update('\0').update(text).digest('hex').slice(0, 32);
-  const state = loadState(stateDir);
+  let state = loadState(stateDir);
   let record = o.new ? undefined : state.entries[key];
-  const cluster = record?.cluster ?? state.nextCluster;
-  const desc = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster });
+  // Parse with the cluster id this file has (or would get) before taking one for good:
+  // a broken file must not use up cluster ids.
+  const tentativeCluster = record?.cluster ?? state.nextCluster;
+  let desc = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster: tentativeCluster });
   for (const w of desc.warnings) process.stderr.write(`warning: ${w}\n`);
   if (desc.procs.length === 0) throw new SubmitFileError(file, 1, 'the queue statements make no jobs');
 
@@ -177,20 +234,32 @@ export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions
   }
 
   if (!record) {
-    const now = Math.floor(Date.now() / 1000);
-    const createdAt = Math.max(now, state.lastCreatedAt + 1);
-    const batches: Record<string, string> = {};
-    for (const p of desc.procs) batches[p.app] ??= `condor#${scheddName()}#${p.app}#${createdAt}`;
-    record = { key, submitFile: abs, cluster, createdAt, batches, submitted: [], retired: [], fetched: [], failed: {}, leaseUntil: {} };
-    state.entries[key] = record;
-    state.nextCluster = cluster + 1;
-    state.lastCreatedAt = createdAt;
-    saveState(stateDir, state);
+    const taken = withStateLock(stateDir, () => {
+      state = loadState(stateDir);
+      const existing = o.new ? undefined : state.entries[key];
+      if (existing) return existing;
+      const cluster = state.nextCluster;
+      const now = Math.floor(Date.now() / 1000);
+      const createdAt = Math.max(now, state.lastCreatedAt + 1);
+      const batches: Record<string, string> = {};
+      for (const p of desc.procs) batches[p.app] ??= `condor#${scheddName()}#${p.app}#${createdAt}`;
+      const fresh: SubmitRecord = { key, submitFile: abs, cluster, createdAt, batches, submitted: [], retired: [], fetched: [], failed: {}, leaseUntil: {} };
+      state.entries[key] = fresh;
+      state.nextCluster = cluster + 1;
+      state.lastCreatedAt = createdAt;
+      saveState(stateDir, state, [key]);
+      return fresh;
+    });
+    record = taken;
+  }
+  if (record.cluster !== tentativeCluster) {
+    // Another submit took the cluster id we parsed with: expand $(Cluster) again.
+    desc = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster: record.cluster });
   }
   const rec = record;
   const save = () => {
     state.entries[key] = rec;
-    saveState(stateDir, state);
+    saveState(stateDir, state, [key]);
   };
 
   const procsByApp = new Map<string, SubmitProc[]>();

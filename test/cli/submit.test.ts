@@ -199,3 +199,23 @@ test('submit-file errors exit 2 and name the line; nothing reaches the server', 
   expect(n.stderr).toMatch(/no authenticator/);
   expect(server.rpcLog().length).toBe(rpcs);
 });
+
+test('two submits started together take different clusters and batches', async () => {
+  fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+  for (const n of ['one', 'two']) {
+    fs.writeFileSync(path.join(dir, `${n}.sub`), [
+      `# ${n}`,
+      'executable = uppercase',
+      `grid_resource = boinc ${server.url}`,
+      'boinc_authenticator_file = auth.txt',
+      'transfer_input_files = in.txt',
+      'queue',
+    ].join('\n'));
+  }
+  const [a, b] = await Promise.all([submit('one.sub', '--no-wait'), submit('two.sub', '--no-wait')]);
+  expect([a.code, b.code]).toEqual([0, 0]);
+  const clusters = [a.stdout, b.stdout].map((o) => /^cluster ([0-9]+):/m.exec(o)![1]).sort();
+  expect(clusters).toEqual(['1', '2']);
+  const batches = [a.stdout, b.stdout].map((o) => /^batch (\S+)$/m.exec(o)![1]);
+  expect(new Set(batches).size).toBe(2);
+});
