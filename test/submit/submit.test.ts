@@ -85,6 +85,35 @@ describe('staging and deduplication', () => {
     expect(after).not.toContain('upload_files');
     expectOneCompleteBatch(env.server, batch, jobs.map((j) => j.name));
   });
+
+  test('the same BOINC_SUBMIT twice at once (two request ids): one batch, both succeed', async () => {
+    const p = writeInput(env.dir, 'twice.txt', 'twice\n');
+    const batch = batchName('uppercase');
+    const jobs: LineJob[] = [
+      { name: jobName(batch, 310, 0), inputs: [[p, 'in']] },
+      { name: jobName(batch, 310, 1), inputs: [[p, 'in']] },
+    ];
+    const line = submitLine(batch, 'uppercase', jobs);
+    const id1 = env.gahp.reqId();
+    const id2 = env.gahp.reqId();
+    expect(await env.gahp.request(`BOINC_SUBMIT ${id1} ${line}`)).toBe('S');
+    expect(await env.gahp.request(`BOINC_SUBMIT ${id2} ${line}`)).toBe('S');
+    expect(await env.gahp.waitResult(id1)).toEqual(['NULL']);
+    expect(await env.gahp.waitResult(id2)).toEqual(['NULL']);
+    expectOneCompleteBatch(env.server, batch, jobs.map((j) => j.name));
+  });
+
+  // KNOWN BUG, not in BOINC_SUBMIT: boinc-rpc's upload builds the multipart body with
+  // form-data, which takes knownLength 0 for "unknown" and throws "Cannot calculate proper
+  // length in synchronous way". Drop `.failing` once boinc-rpc uploads empty files.
+  test.failing('an empty input file is staged like any other', async () => {
+    const empty = writeInput(env.dir, 'empty.txt', '');
+    const batch = batchName('uppercase');
+    const jobs: LineJob[] = [{ name: jobName(batch, 311, 0), inputs: [[empty, 'in']] }];
+    expect(await submit(submitLine(batch, 'uppercase', jobs))).toEqual(['NULL']);
+    expectOneCompleteBatch(env.server, batch, jobs.map((j) => j.name));
+    expect(env.server.files().find((f) => f.name === phys(''))!.size).toBe(0);
+  });
 });
 
 describe('input order and parameters', () => {
