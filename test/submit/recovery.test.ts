@@ -228,3 +228,62 @@ describe('hash cache', () => {
     expect(env.server.jobs(s3.b).find((j) => j.name === jobName(s3.b, 77, 0))!.inputFiles).toEqual([phys('new content\n')]);
   });
 });
+
+describe('kill -9 at random moments', () => {
+  test('killed four times at random points of the same submit, the fifth run ends with one complete batch', async () => {
+    // Slow RPCs (30 ms each) spread the submit over time, so random kills land anywhere.
+    const slow = await startEnv({ latencyMs: 30 });
+    try {
+      const tag = fileSeq++;
+      const batch = batchName('concat');
+      const paths: string[] = [];
+      const contents: string[] = [];
+      for (let i = 0; i < 70; i++) {
+        contents.push(`random kill ${tag} ${i}\n`.repeat(50));
+        paths.push(writeInput(slow.dir, `rk${tag}/f${i}`, contents[i]!));
+      }
+      const jobs: LineJob[] = [];
+      for (let j = 0; j < 120; j++) jobs.push({ name: jobName(batch, 50, j), args: ['-k', String(j)], inputs: [[paths[j % 70]!, 'a'], [paths[(j * 7) % 70]!, 'b']] });
+      const line = submitLine(batch, 'concat', jobs);
+      let seed = 12345;
+      const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+      for (let k = 0; k < 4; k++) {
+        expect(await slow.gahp.request(`BOINC_SUBMIT ${slow.gahp.reqId()} ${line}`)).toBe('S');
+        await sleep(20 + Math.floor(rand() * 400));
+        await slow.gahp.kill('SIGKILL');
+        await slow.restart();
+      }
+      expect(await slow.gahp.call(`BOINC_SUBMIT ${line}`, 60_000)).toEqual(['NULL']);
+      expectOneCompleteBatch(slow.server, batch, jobs.map((j) => j.name));
+      const stored = slow.server.files().map((f) => f.name);
+      for (const c of contents) expect(stored.filter((n) => n === phys(c))).toHaveLength(1);
+      for (const j of slow.server.jobs(batch)) expect(j.commandLine).toMatch(/^-k \d+$/);
+    } finally {
+      await slow.close();
+    }
+  });
+
+  test('two GAHPs sharing a state directory submit batches over the same files at once', async () => {
+    const { jobs } = makeBatch(30, 30);
+    const other = await startEnv({}, { stateDir: env.stateDir });
+    try {
+      // Both GAHPs talk to the first server; the second env's GAHP is re-pointed there.
+      await other.gahp.selectProject(env.server.url, env.server.authenticator);
+      const b1 = batchName('uppercase');
+      const b2 = batchName('uppercase');
+      const l1 = submitLine(b1, 'uppercase', jobs.map((j, i) => ({ ...j, name: jobName(b1, 60, i) })));
+      const l2 = submitLine(b2, 'uppercase', jobs.map((j, i) => ({ ...j, name: jobName(b2, 61, i) })));
+      const [r1, r2] = await Promise.all([env.gahp.call(`BOINC_SUBMIT ${l1}`, 60_000), other.gahp.call(`BOINC_SUBMIT ${l2}`, 60_000)]);
+      expect(r1).toEqual(['NULL']);
+      expect(r2).toEqual(['NULL']);
+      expectOneCompleteBatch(env.server, b1, jobs.map((_, i) => jobName(b1, 60, i)));
+      expectOneCompleteBatch(env.server, b2, jobs.map((_, i) => jobName(b2, 61, i)));
+      // The shared hash cache holds only intact records.
+      const lines = fs.readFileSync(path.join(env.stateDir, 'hash-cache.v1'), 'utf8').split('\n').filter((l) => l);
+      expect(lines.length).toBeGreaterThanOrEqual(30);
+      for (const l of lines) expect(l).toMatch(/^v1 \d+ \d+ \d+ \d+ \d+ [0-9a-f]{32} [0-9a-f]{8}$/);
+    } finally {
+      await other.close();
+    }
+  });
+});
