@@ -36,15 +36,21 @@ async function hashOne(path: string): Promise<WorkerHashResult> {
     const hashedAtMs = Date.now();
     buffers ??= [Buffer.allocUnsafe(CHUNK), Buffer.allocUnsafe(CHUNK)];
     const hash = createHash('md5');
+    // Reads stop at the size fstat gave (one read for a small file); a file that grows or
+    // shrinks meanwhile is caught by the second fstat.
+    const size = Number(st.size);
+    let total = 0;
     let cur = 0;
-    let pending = read(fd, buffers[cur]!);
-    for (;;) {
+    let pending: Promise<number> | undefined = size > 0 ? read(fd, buffers[cur]!) : undefined;
+    while (pending) {
       const n = await pending;
+      pending = undefined;
       if (n === 0) break;
+      total += n;
       const full = buffers[cur]!;
       cur ^= 1;
       // Read ahead into the other buffer while this one is hashed.
-      pending = read(fd, buffers[cur]!);
+      if (total < size) pending = read(fd, buffers[cur]!);
       hash.update(n === full.length ? full : full.subarray(0, n));
     }
     const after = keyOf(fs.fstatSync(fd, { bigint: true }) as fs.BigIntStats);
