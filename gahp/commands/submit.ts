@@ -131,6 +131,25 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     hashP.catch(() => undefined);
     const record = ledger.get(project.url, req.batchName);
     const existing = await step('looking for an existing batch (query_batch)', () => findBatch(rpc, req.batchName, record?.batchId));
+
+    // 4a. A batch of this name with exactly these jobs: done already (hashes only serve
+    // the ledger, which may know the batch already).
+    const ours = new Set(jobs.map((j) => j.name));
+    const theirs = existing?.jobs.map((j) => j.name) ?? [];
+    const foreign = theirs.filter((n) => !ours.has(n));
+    if (existing && existing.appName !== undefined && existing.appName !== '' && existing.appName !== req.appName) {
+      throw new SubmitError(`batch ${req.batchName} already exists on the server for app ${existing.appName}, not ${req.appName}`);
+    }
+    if (foreign.length > 0) {
+      throw new SubmitError(`batch ${req.batchName} already exists on the server with ${theirs.length} jobs, ${foreign.length} of them not in this submit (e.g. ${foreign[0]})`);
+    }
+    const present = new Set(theirs);
+    if (existing && present.size === ours.size) {
+      log.info(`${tag}: the server already holds this batch (id ${existing.id}) with exactly these ${ours.size} jobs: nothing to do`);
+      if (record?.state !== 'submitted' || (existing.id > 0 && record.batchId !== existing.id)) await recordSubmitted(existing.id, jobs, await hashP);
+      return ['NULL'];
+    }
+
     const hashed: HashSourcesResult = await hashP;
     const tHashed = Date.now();
     log.info(`${tag}: ${jobs.length} jobs, ${stats.size} input paths (${hashed.fromCache} hashes cached, ${hashed.hashed} hashed, ${hashed.hashedBytes} bytes) in ${tHashed - t0} ms${reordered ? '; inputs in template order' : ''}`);
@@ -138,21 +157,6 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     let batchId: number;
     let toSubmit: SubmitJobSpec[] = jobs;
     if (existing) {
-      const ours = new Set(jobs.map((j) => j.name));
-      const theirs = existing.jobs.map((j) => j.name);
-      const foreign = theirs.filter((n) => !ours.has(n));
-      if (existing.appName !== undefined && existing.appName !== '' && existing.appName !== req.appName) {
-        throw new SubmitError(`batch ${req.batchName} already exists on the server for app ${existing.appName}, not ${req.appName}`);
-      }
-      if (foreign.length > 0) {
-        throw new SubmitError(`batch ${req.batchName} already exists on the server with ${theirs.length} jobs, ${foreign.length} of them not in this submit (e.g. ${foreign[0]})`);
-      }
-      const present = new Set(theirs);
-      if (present.size === ours.size) {
-        log.info(`${tag}: the server already holds this batch (id ${existing.id}) with exactly these ${ours.size} jobs: nothing to do`);
-        await recordSubmitted(existing.id, jobs, hashed);
-        return ['NULL'];
-      }
       if (existing.state !== 0) {
         throw new SubmitError(`batch ${req.batchName} already exists on the server in state ${existing.state} with ${present.size} of the ${ours.size} jobs: it cannot take more`);
       }
