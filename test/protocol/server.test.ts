@@ -309,3 +309,101 @@ describe('cutMessage', () => {
     );
   });
 });
+
+describe('async framework against a model', () => {
+  type Op =
+    | { kind: 'submit'; id: number }
+    | { kind: 'complete'; k: number; fail: boolean }
+    | { kind: 'results' }
+    | { kind: 'asyncOn' }
+    | { kind: 'asyncOff' }
+    | { kind: 'version' };
+  const op: fc.Arbitrary<Op> = fc.oneof(
+    { weight: 4, arbitrary: fc.integer({ min: 1, max: 8 }).map((id) => ({ kind: 'submit' as const, id })) },
+    { weight: 4, arbitrary: fc.record({ k: fc.nat(), fail: fc.boolean() }).map((r) => ({ kind: 'complete' as const, ...r })) },
+    { weight: 2, arbitrary: fc.constant({ kind: 'results' as const }) },
+    { weight: 1, arbitrary: fc.constant({ kind: 'asyncOn' as const }) },
+    { weight: 1, arbitrary: fc.constant({ kind: 'asyncOff' as const }) },
+    { weight: 1, arbitrary: fc.constant({ kind: 'version' as const }) },
+  );
+
+  test('property: any interleaving of requests, completions, RESULTS and mode changes prints exactly what the model says', async () => {
+    let cases = 0;
+    await fc.assert(fc.asyncProperty(fc.array(op, { maxLength: 40 }), fc.boolean(), async (ops, withPrefix) => {
+      cases++;
+      const w = waitCommand();
+      const g = new InProcessGahp([w.command], { concurrency: 100, shutdownGraceMs: 1 });
+      await g.readLine();
+      const p = withPrefix ? 'GAHP:' : '';
+      if (withPrefix) expect(await g.request('RESPONSE_PREFIX GAHP:')).toBe('S');
+      // The model.
+      let asyncMode = false;
+      let notified = false;
+      const queue: string[] = [];
+      const pending = new Set<number>();
+      const inFlight: number[] = [];
+      let tag = 0;
+      for (const o of ops) {
+        const expected: string[] = [];
+        switch (o.kind) {
+          case 'submit':
+            g.send(`TEST_WAIT ${o.id}`);
+            if (pending.has(o.id)) {
+              expected.push(`${p}E request\\ id\\ ${o.id}\\ is\\ still\\ pending`);
+            } else {
+              expected.push(`${p}S`);
+              pending.add(o.id);
+              inFlight.push(o.id);
+            }
+            break;
+          case 'complete': {
+            if (inFlight.length === 0) continue;
+            const [id] = inFlight.splice(o.k % inFlight.length, 1);
+            const t = `t${tag++}`;
+            if (o.fail) {
+              w.get(String(id)).reject(new Error(`failed ${t}`));
+              queue.push(`${id} failed\\ ${t}`);
+            } else {
+              w.get(String(id)).resolve(['NULL', t]);
+              queue.push(`${id} NULL ${t}`);
+            }
+            if (asyncMode && !notified) {
+              notified = true;
+              expected.push(`${p}R`);
+            }
+            break;
+          }
+          case 'results':
+            g.send('RESULTS');
+            expected.push(`${p}S ${queue.length}`, ...queue.map((l) => p + l));
+            for (const l of queue) pending.delete(Number(l.split(' ')[0]));
+            queue.length = 0;
+            notified = false;
+            break;
+          case 'asyncOn':
+            g.send('ASYNC_MODE_ON');
+            asyncMode = true;
+            expected.push(`${p}S`);
+            if (queue.length > 0 && !notified) {
+              notified = true;
+              expected.push(`${p}R`);
+            }
+            break;
+          case 'asyncOff':
+            g.send('ASYNC_MODE_OFF');
+            asyncMode = false;
+            expected.push(`${p}S`);
+            break;
+          case 'version':
+            g.send('VERSION');
+            expected.push(`${p}S ${TEST_BANNER}`);
+            break;
+        }
+        expect(await g.settle()).toEqual(expected);
+      }
+      g.send('QUIT');
+      await g.exited;
+    }), { seed: 99, numRuns: process.env.SOAK ? 3000 : 150 });
+    expect(cases).toBeGreaterThan(0);
+  });
+});
