@@ -148,12 +148,22 @@ export function checkReply(rpc: string, body: Buffer | string, expectedRoot: str
     throw new BoincRpcError(rpc, 'fatal', message || 'PHP fatal error', { uncertain: true });
   }
   const text = stripPhpNoise(raw);
+  const errAt = text.indexOf('<error>');
+  if (errAt >= 0 && text.indexOf('</error>', errAt) < 0) {
+    // An error element the connection cut before its end: the message may be cut too.
+    const outer = rootElementName(text.replace(/^\s*<\?xml[^>]*\?>/, ''));
+    if (!outer || outer === 'error' || text.lastIndexOf(`</${outer}>`) < 0) {
+      throw new BoincRpcError(rpc, 'protocol', `${CUT_SHORT} (no closing </error> tag)`, { uncertain: true });
+    }
+  }
   const err = extractError(text);
   if (err) {
     throw new BoincRpcError(rpc, 'server', err.message, err.errorNum === undefined ? {} : { errorNum: err.errorNum });
   }
   const root = rootElementName(text.replace(/^\s*<\?xml[^>]*\?>/, ''));
   if (!root) {
+    // The XML declaration and nothing (or half a tag) after it: cut short.
+    if (/^\s*<\?xml/.test(text)) throw new BoincRpcError(rpc, 'protocol', `${CUT_SHORT} (no root element)`, { uncertain: true });
     throw new BoincRpcError(rpc, 'protocol', text.trim() ? `not an XML reply: ${shorten(text.trim())}` : 'empty reply');
   }
   const complete =
