@@ -113,8 +113,11 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<FetchOu
       } finally {
         await staging.cleanup();
       }
-      // Leftovers of a GAHP killed while fetching to the same places.
-      await sweepStaleTemps(staging.destinations);
+      // Leftovers of a GAHP killed while fetching to the same places (the downloaded zip
+      // archive's temp files too: the archive itself is no destination).
+      const outs = templates.outputOpenNames;
+      const zipTemp = outs.length === 1 && outs[0]!.toLowerCase().endsWith('.zip') ? [path.join(req.iwd, outs[0]!.replace(/\//g, '_'))] : [];
+      await sweepStaleTemps([...staging.destinations, ...zipTemp]);
       ctx.log.debug(`fetched output of ${req.jobName} into ${req.iwd}`);
       const exit = Number.isFinite(job.exitStatus) ? Math.trunc(job.exitStatus) : 0;
       return ['NULL', String(exit), fixed6(job.elapsedTime), fixed6(job.cpuTime)];
