@@ -11,6 +11,12 @@
  * content, and while running when it has grown past a threshold; a reader sees either the
  * old or the new file, both complete. Compaction forgets batches retired over 30 days ago.
  *
+ * Several writers: every GAHP (the gridmanager's, and the CLI's in-process one) opens the
+ * ledger for appending. Each registers itself in `ledger.writers/<pid>`; a compaction (which
+ * replaces the file) runs only when no other live process is registered, and a writer checks
+ * before each write that the file is still the one it opened (reopening it otherwise).
+ * Appends are whole lines in one O_APPEND write, so lines of two writers do not interleave.
+ *
  * Cost: job statuses live in a Map per batch. A status query is recorded as one entry that
  * holds only the statuses that changed; get() is O(1) in the number of jobs (copy-on-write:
  * the job map handed out is copied only if the batch changes afterwards, and the `jobs`
@@ -82,6 +88,8 @@ export class JournalLedger implements Ledger {
   private baseBytes = 0;
   private readonly compactMinBytes: number;
   private readonly compactRatio: number;
+  /** This process's registration as a writer (removed by close()). */
+  private writerFile: string | undefined;
 
   private constructor(readonly file: string, readonly_: boolean, opts: JournalLedgerOptions = {}) {
     this.readonly = readonly_;
@@ -93,8 +101,9 @@ export class JournalLedger implements Ledger {
   static open(stateDir: string, opts: JournalLedgerOptions = {}): JournalLedger {
     fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
     const ledger = new JournalLedger(path.join(stateDir, LEDGER_FILE), false, opts);
+    ledger.register();
     const { lines, bytes } = ledger.replay();
-    if (lines > 1000 && lines > 4 * ledger.batches.size) ledger.compactSync();
+    if (lines > 1000 && lines > 4 * ledger.batches.size && !ledger.otherWriters()) ledger.compactSync();
     const fd = fs.openSync(ledger.file, 'a', 0o600);
     let size = fs.fstatSync(fd).size;
     if (size > 0) {
@@ -202,6 +211,40 @@ export class JournalLedger implements Ledger {
       this.fh = undefined;
       await fh.close();
     }
+    if (this.writerFile) {
+      fs.rmSync(this.writerFile, { force: true });
+      this.writerFile = undefined;
+    }
+  }
+
+  // ---------------------------------------------------------------- writers
+
+  private get writersDir(): string {
+    return path.join(path.dirname(this.file), 'ledger.writers');
+  }
+
+  private register(): void {
+    fs.mkdirSync(this.writersDir, { recursive: true, mode: 0o700 });
+    this.writerFile = path.join(this.writersDir, String(process.pid));
+    fs.writeFileSync(this.writerFile, `${Date.now()}\n`, { mode: 0o600 });
+  }
+
+  /** Whether another live process has the ledger open for writing (stale entries are removed). */
+  private otherWriters(): boolean {
+    let names: string[];
+    try {
+      names = fs.readdirSync(this.writersDir);
+    } catch {
+      return false;
+    }
+    let others = false;
+    for (const name of names) {
+      const pid = Number(name);
+      if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) continue;
+      if (pidAlive(pid)) others = true;
+      else fs.rmSync(path.join(this.writersDir, name), { force: true });
+    }
+    return others;
   }
 
   // ---------------------------------------------------------------- writing
@@ -211,7 +254,16 @@ export class JournalLedger implements Ledger {
     if (this.closed) return Promise.reject(new Error('the ledger is closed'));
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ line, resolve, reject });
-      if (!this.writing) this.writing = this.drain().finally(() => { this.writing = undefined; });
+      this.kick();
+    });
+  }
+
+  /** Starts the writer unless it runs; it restarts itself for entries queued as it ended. */
+  private kick(): void {
+    if (this.writing) return;
+    this.writing = this.drain().finally(() => {
+      this.writing = undefined;
+      if (this.queue.length > 0) this.kick();
     });
   }
 
@@ -268,7 +320,20 @@ export class JournalLedger implements Ledger {
   }
 
   private async handle(): Promise<fsp.FileHandle> {
-    if (!this.fh) this.fh = await fsp.open(this.file, 'a', 0o600);
+    if (this.fh) {
+      // Another process may have compacted (replaced) the journal: write to the new file.
+      const [mine, current] = await Promise.all([this.fh.stat(), fsp.stat(this.file).catch(() => undefined)]);
+      if (!current || current.ino !== mine.ino || current.dev !== mine.dev) {
+        const old = this.fh;
+        this.fh = undefined;
+        await old.close().catch(() => undefined);
+        this.needNewline = false;
+      }
+    }
+    if (!this.fh) {
+      this.fh = await fsp.open(this.file, 'a', 0o600);
+      this.journalBytes = (await this.fh.stat()).size;
+    }
     return this.fh;
   }
 
@@ -282,12 +347,19 @@ export class JournalLedger implements Ledger {
    * appended to it: renaming over its lines would lose them).
    */
   private async compactOnline(): Promise<void> {
-    const fh = await this.handle();
-    const { size } = await fh.stat();
-    if (size !== this.journalBytes) {
-      this.baseBytes = this.journalBytes = size;
+    if (this.otherWriters()) {
+      this.baseBytes = this.journalBytes;
       return;
     }
+    // Everything applied in memory must be in the file first (nothing queued); then the
+    // snapshot is made from the file itself, which also holds what other processes wrote
+    // while they had the ledger open, and memory is brought up to date from it.
+    if (this.queue.length > 0) return;
+    const fh = await this.handle();
+    const fresh = new JournalLedger(this.file, true);
+    fresh.replay();
+    this.batches.clear();
+    for (const [k, rec] of fresh.batches) this.batches.set(k, rec);
     const tmp = `${this.file}.${process.pid}.tmp`;
     const out = await fsp.open(tmp, 'w', 0o600);
     let bytes = 0;
@@ -469,6 +541,15 @@ function plain(rec: BatchRecord): LedgerBatch {
   if (rec.leaseExpiresAt !== undefined) b.leaseExpiresAt = rec.leaseExpiresAt;
   if (rec.lastServerTime !== undefined) b.lastServerTime = rec.lastServerTime;
   return b;
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 async function syncDir(dir: string): Promise<void> {

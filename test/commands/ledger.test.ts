@@ -126,7 +126,8 @@ describe('JournalLedger', () => {
     await l.upsert(P, 'b', { leaseExpiresAt: 12345 });
     await l.close();
     expect(fs.statSync(file()).size).toBeLessThan(60_000);
-    expect(fs.readdirSync(dir)).toEqual(['ledger.jsonl']);
+    expect(fs.readdirSync(dir).sort()).toEqual(['ledger.jsonl', 'ledger.writers']);
+    expect(fs.readdirSync(path.join(dir, 'ledger.writers'))).toEqual([]);
     const r = JournalLedger.readOnly(dir);
     const b = r.get(P, 'b')!;
     expect(b).toMatchObject({ state: 'submitted', app: 'x', leaseExpiresAt: 12345, lastServerTime: '199' });
@@ -179,5 +180,51 @@ describe('JournalLedger', () => {
     await w.upsert(P, 'b', { state: 'retired' });
     await w.close();
     expect(JournalLedger.readOnly(dir).get(P, 'b')!.state).toBe('retired');
+  });
+
+  test('a writer whose journal was replaced (compacted by another process) writes to the new file', async () => {
+    const l = JournalLedger.open(dir);
+    await l.upsert(P, 'a', { state: 'submitted' });
+    // What a compacting process does: snapshot to a temp file, rename over the journal.
+    fs.writeFileSync(file() + '.tmp', fs.readFileSync(file()));
+    fs.renameSync(file() + '.tmp', file());
+    await l.upsert(P, 'b', { state: 'submitted' });
+    await l.close();
+    expect(JournalLedger.readOnly(dir).list().map((x) => x.name).sort()).toEqual(['a', 'b']);
+  });
+
+  test('no compaction while another live process has the ledger open; appends of both kept', async () => {
+    const script = `
+      import { JournalLedger } from ${JSON.stringify(path.join(REPO_ROOT, 'dist/gahp/ledger/journal-ledger.js'))};
+      const l = JournalLedger.open(process.argv[process.argv.length - 1]);
+      await l.upsert(${JSON.stringify(P)}, 'child', { state: 'submitted' });
+      process.stdout.write('ready\\n');
+      process.stdin.resume();
+      process.stdin.on('end', async () => {
+        await l.upsert(${JSON.stringify(P)}, 'child-after', { state: 'submitted' });
+        await l.close();
+        process.exit(0);
+      });
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script, dir], { stdio: ['pipe', 'pipe', 'inherit'] });
+    await new Promise<void>((resolve) => child.stdout.on('data', (c) => String(c).includes('ready') && resolve()));
+    const exited = new Promise((r) => child.on('exit', r));
+
+    const l = JournalLedger.open(dir, { compactMinBytes: 2_000, compactRatio: 1.5 });
+    await l.upsert(P, 'parent', { state: 'submitted', jobs: { j0: 'SUBMITTED' } });
+    for (let i = 0; i < 50; i++) await l.recordQuery(P, String(i), [{ name: 'parent', jobs: [['j0', i % 2 ? 'DONE' : 'IN_PROGRESS']] }]);
+    // Not compacted: every query line is still there.
+    const queries = fs.readFileSync(file(), 'utf8').split('\n').filter((x) => x.includes('"op":"query"'));
+    expect(queries).toHaveLength(50);
+
+    child.stdin.end();
+    await exited;
+    for (let i = 50; i < 100; i++) await l.recordQuery(P, String(i), [{ name: 'parent', jobs: [['j0', i % 2 ? 'DONE' : 'IN_PROGRESS']] }]);
+    await l.close();
+    // The other writer is gone: compaction ran, and kept everything.
+    expect(fs.readFileSync(file(), 'utf8').split('\n').filter((x) => x.includes('"op":"query"')).length).toBeLessThan(50);
+    const r = JournalLedger.readOnly(dir);
+    expect(r.list().map((x) => x.name).sort()).toEqual(['child', 'child-after', 'parent']);
+    expect(r.get(P, 'parent')).toMatchObject({ lastServerTime: '99', jobs: { j0: 'DONE' } });
   });
 });
