@@ -9,17 +9,17 @@
  *  2. every unique source path is an existing, readable regular file;
  *  3. get_templates(app): each job's input count must match the input template; when every
  *     job's dst_names are the template's open_names, inputs go in template order;
- *  4. at the same time: MD5 of each unique path (persistent cache, worker-thread pool), and
- *     what the server and the ledger know of a batch of this name (query_batch):
+ *  4. meanwhile, from step 2 on: MD5 of each unique path (persistent cache, worker-thread
+ *     pool); and what the server and the ledger know of a batch of this name (query_batch):
  *     - none: create it (ledger 'creating' first, then create_batch with expire_time = now +
  *       lease, then ledger 'staging' with its id);
  *     - one in init state holding none of our jobs or only some of them (an earlier attempt
  *       died): reuse it, submitting only the missing jobs;
  *     - one holding exactly our jobs: success, nothing created;
  *     - anything else (other jobs, another app, not in init state): fail;
- *  5. stage the files under `condorv_<md5>`, linked to the batch (upload.ts: batch-linked
- *     query_files, upload only what is absent in bounded concurrent upload_files requests,
- *     recovery through query_files without batch_id);
+ *  5. stage the files under `condorv_<md5>`, linked to the batch, as their hashes arrive
+ *     (upload.ts: batch-linked query_files, upload only what is absent in bounded concurrent
+ *     upload_files requests, recovery through query_files without batch_id);
  *  6. submit_batch into that batch id: jobs in order, job params, app_version_num; ledger
  *     'submitted'.
  * Commands for one batch name run one at a time in this GAHP.
@@ -31,9 +31,9 @@ import type { GahpServices } from '../services.js';
 import { parseSubmitArgs, type SubmitJobSpec, type SubmitRequest } from '../staging/parse.js';
 import { checkInputFiles, checkNamesAndArguments, commandLine, orderInputs, uniqueSources } from '../staging/validate.js';
 import { HashCache } from '../staging/hash-cache.js';
-import { HashPool, fileKey, hashSources, type HashSourcesResult } from '../staging/hashing.js';
+import { HashPool, hashSources, type HashedFile, type HashSourcesResult } from '../staging/hashing.js';
 import { physName } from '../staging/plan.js';
-import { stageFiles, type StageFile } from '../staging/upload.js';
+import { createStager, type StageFile } from '../staging/upload.js';
 
 /** A failed step: the message says which step and why. */
 class SubmitError extends Error {
@@ -114,21 +114,31 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     const t0 = Date.now();
     const tag = `BOINC_SUBMIT ${ctx.reqId} ${req.batchName}`;
 
-    // 2. Input files. Threads for the hashes the cache lacks start while get_templates runs.
+    // 2. Input files.
     const stats = await step('checking input files', () => checkInputFiles(uniqueSources(req.jobs)));
     const { cache: hc, pool: hp } = hashing();
-    hc.refresh();
-    let misses = 0;
-    for (const st of stats.values()) if (!hc.lookup(fileKey(st))) misses++;
-    hp.warm(misses);
+
+    // Hashing starts now. Its results arrive while the template is checked and the batch
+    // looked for or created; once the batch exists they feed the stager at once, so uploads
+    // overlap the hashing of the remaining files.
+    let feed: ((path: string, h: HashedFile) => void) | undefined;
+    const early: Array<[string, HashedFile]> = [];
+    const hashP = step('hashing input files', () =>
+      hashSources(stats, hc, hp, ctx.signal, (p, h) => (feed ? feed(p, h) : early.push([p, h]))),
+    );
+    hashP.catch(() => undefined);
+    let tHashed = 0;
+    hashP.then((h) => {
+      tHashed = Date.now();
+      log.info(`${tag}: ${req.jobs.length} jobs, ${stats.size} input paths (${h.fromCache} hashes cached, ${h.hashed} hashed, ${h.hashedBytes} bytes) in ${tHashed - t0} ms`);
+    }, () => undefined);
 
     // 3. Template: counts and order.
     const templates = await step('get_templates', () => rpc.getTemplates({ appName: req.appName }));
     const { jobs, reordered } = await step('checking input files against the app template', () => orderInputs(req.jobs, templates.inputOpenNames));
+    if (reordered) log.debug(`${tag}: inputs put in template order (${templates.inputOpenNames.join(', ')})`);
 
-    // 4. Hashes, and what exists already.
-    const hashP = step('hashing input files', () => hashSources(stats, hc, hp, ctx.signal));
-    hashP.catch(() => undefined);
+    // 4. What exists already.
     const record = ledger.get(project.url, req.batchName);
     const existing = await step('looking for an existing batch (query_batch)', () => findBatch(rpc, req.batchName, record?.batchId));
 
@@ -149,10 +159,6 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
       if (record?.state !== 'submitted' || (existing.id > 0 && record.batchId !== existing.id)) await recordSubmitted(existing.id, jobs, await hashP);
       return ['NULL'];
     }
-
-    const hashed: HashSourcesResult = await hashP;
-    const tHashed = Date.now();
-    log.info(`${tag}: ${jobs.length} jobs, ${stats.size} input paths (${hashed.fromCache} hashes cached, ${hashed.hashed} hashed, ${hashed.hashedBytes} bytes) in ${tHashed - t0} ms${reordered ? '; inputs in template order' : ''}`);
 
     let batchId: number;
     let toSubmit: SubmitJobSpec[] = jobs;
@@ -177,30 +183,47 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
       if (record?.batchId !== undefined && record.batchId !== batchId) log.info(`${tag}: the ledger's batch ${record.batchId} is gone from the server`);
     }
 
-    // 5. Stage the files of the jobs still to submit.
-    const files = new Map<string, StageFile>();
-    for (const job of toSubmit) {
-      for (const input of job.inputs) {
-        const h = hashed.files.get(input.src)!;
+    // 5. Stage the files of the jobs still to submit, as their hashes arrive.
+    const tStage = Date.now();
+    const needed = new Set<string>();
+    for (const job of toSubmit) for (const input of job.inputs) needed.add(input.src);
+    const stager = createStager({
+      rpc,
+      batchId,
+      deleteTime: Math.floor(Date.now() / 1000) + config.defaultLeaseSeconds,
+      reused: existing !== undefined,
+      uploadConcurrency: config.uploadConcurrency,
+      uploadBatchBytes: config.uploadBatchBytes,
+      uploadBatchFiles: config.uploadBatchFiles ?? 20,
+      log: (l) => log.info(`${tag}: ${l}`),
+      signal: ctx.signal,
+    });
+    const distinct = new Set<string>();
+    const toStage = (list: ReadonlyArray<readonly [string, HashedFile]>): StageFile[] => {
+      const out: StageFile[] = [];
+      for (const [p, h] of list) {
+        if (!needed.has(p)) continue;
         const name = physName(h.md5);
-        if (!files.has(name)) files.set(name, { physName: name, path: input.src, size: Number(h.key.size), key: h.key });
+        distinct.add(name);
+        out.push({ physName: name, path: p, size: Number(h.key.size), key: h.key });
       }
+      return out;
+    };
+    // What was hashed so far goes in one piece (one query); the rest as it comes.
+    stager.add(toStage(early));
+    early.length = 0;
+    feed = (p, h) => stager.add(toStage([[p, h]]));
+    let hashed: HashSourcesResult;
+    try {
+      hashed = await hashP;
+    } catch (err) {
+      stager.abort(err);
+      await stager.finish().catch(() => undefined);
+      throw err;
     }
-    const report = await step('staging input files', () =>
-      stageFiles([...files.values()], {
-        rpc,
-        batchId,
-        deleteTime: Math.floor(Date.now() / 1000) + config.defaultLeaseSeconds,
-        reused: existing !== undefined,
-        uploadConcurrency: config.uploadConcurrency,
-        uploadBatchBytes: config.uploadBatchBytes,
-        uploadBatchFiles: config.uploadBatchFiles ?? 20,
-        log: (l) => log.info(`${tag}: ${l}`),
-        signal: ctx.signal,
-      }),
-    );
+    const report = await step('staging input files', () => stager.finish());
     const tStaged = Date.now();
-    log.info(`${tag}: ${files.size} distinct files: ${report.present} already on the server, ${report.uploaded} uploaded (${report.uploadedBytes} bytes, ${report.uploadRequests} upload_files requests, ${report.recoveries} recoveries) in ${tStaged - tHashed} ms`);
+    log.info(`${tag}: ${distinct.size} distinct files: ${report.present} already on the server, ${report.uploaded} uploaded (${report.uploadedBytes} bytes, ${report.uploadRequests} upload_files requests, ${report.recoveries} recoveries), staged ${tStaged - Math.max(tStage, tHashed)} ms after the last hash`);
 
     // 6. Submit the jobs.
     const boincJobs: SubmitJob[] = toSubmit.map((job) => ({

@@ -55,7 +55,7 @@ export class HashPool {
   }
 
   /** Hashes the paths (in any order inside; results in input order). */
-  async hash(paths: readonly string[], signal?: AbortSignal): Promise<WorkerHashResult[]> {
+  async hash(paths: readonly string[], signal?: AbortSignal, onResults?: (results: WorkerHashResult[]) => void): Promise<WorkerHashResult[]> {
     if (paths.length === 0) return [];
     this.clearIdle();
     const nworkers = Math.max(1, Math.min(this.maxWorkers, paths.length));
@@ -74,6 +74,7 @@ export class HashPool {
             next = Math.min(paths.length, next + chunk);
             const results = await this.send(w, paths.slice(start, next));
             for (let i = 0; i < results.length; i++) out[start + i] = results[i]!;
+            onResults?.(results);
           }
         };
         await Promise.all([lane(), lane()]);
@@ -154,6 +155,8 @@ export async function hashSources(
   cache: HashCache,
   pool: HashPool,
   signal?: AbortSignal,
+  /** Called for each file as soon as its hash is known (cached ones first). */
+  onHashed?: (path: string, file: HashedFile) => void,
 ): Promise<HashSourcesResult> {
   cache.refresh();
   const files = new Map<string, HashedFile>();
@@ -169,8 +172,11 @@ export async function hashSources(
     }
   }
   const fromCache = files.size;
+  if (onHashed) for (const [p, h] of files) onHashed(p, h);
   if (misses.length > 0) {
-    const results = await pool.hash(misses, signal);
+    const results = await pool.hash(misses, signal, onHashed && ((rs) => {
+      for (const r of rs) if (r.error === undefined) onHashed(r.path, { md5: r.md5, key: r.key });
+    }));
     const good: Array<{ key: FileKey; md5: string; hashedAtMs: number }> = [];
     for (const r of results) {
       if (r.error !== undefined) throw new HashError(r.path, r.error);

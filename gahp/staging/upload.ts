@@ -19,7 +19,7 @@ import PQueue from 'p-queue';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import type { BoincRpc } from '../../boinc-rpc/types.js';
 import type { FileKey } from './hash-types.js';
-import { chunks, planUploads } from './plan.js';
+import { chunks } from './plan.js';
 
 export interface StageFile {
   physName: string;
@@ -80,7 +80,26 @@ function isPermanent(err: unknown): boolean {
   return false;
 }
 
-export async function stageFiles(files: readonly StageFile[], opts: StageOptions): Promise<StageReport> {
+/**
+ * Stages files as they become known (their hashes arrive while earlier files upload):
+ * add() them in any number of calls, then finish(). Each physical name is handled once.
+ */
+export interface Stager {
+  add(files: readonly StageFile[]): void;
+  /** Waits for every added file to be on the server and linked; throws the first failure. */
+  finish(): Promise<StageReport>;
+  /** Stops starting new work (in-flight calls complete); finish() then throws. */
+  abort(reason: unknown): void;
+}
+
+/** Stages a known list of files. */
+export function stageFiles(files: readonly StageFile[], opts: StageOptions): Promise<StageReport> {
+  const stager = createStager(opts);
+  stager.add(files);
+  return stager.finish();
+}
+
+export function createStager(opts: StageOptions): Stager {
   const { rpc, batchId, deleteTime } = opts;
   const log = opts.log ?? (() => undefined);
   const maxAttempts = opts.maxAttempts ?? 5;
@@ -226,21 +245,81 @@ export async function stageFiles(files: readonly StageFile[], opts: StageOptions
     }
   }
 
-  const toUpload = opts.reused ? await recover(files, true) : await firstQuery(files);
-  if (toUpload.length > 0) {
-    const groups = planUploads(toUpload, opts.uploadBatchBytes, opts.uploadBatchFiles);
-    const q = new PQueue({ concurrency: Math.max(1, opts.uploadConcurrency) });
-    let failure: unknown;
-    await Promise.all(groups.map((g) => q.add(async () => {
-      if (failure !== undefined) return;
+  // Incremental pipeline: queries (one at a time, each name once) feed upload groups,
+  // which run with bounded concurrency as soon as they are full.
+  const seen = new Set<string>();
+  let pending: StageFile[] = [];
+  let querying: Promise<void> | undefined;
+  let group: StageFile[] = [];
+  let groupBytes = 0;
+  const uploads = new PQueue({ concurrency: Math.max(1, opts.uploadConcurrency) });
+  const running: Array<Promise<unknown>> = [];
+  let failure: { err: unknown } | undefined;
+
+  function fail(err: unknown): void {
+    failure ??= { err };
+    pending = [];
+    uploads.clear();
+  }
+
+  function flushGroup(): void {
+    const g = group;
+    group = [];
+    groupBytes = 0;
+    if (g.length === 0 || failure) return;
+    running.push(uploads.add(async () => {
+      if (failure) return;
       try {
         await uploadGroup(g);
       } catch (err) {
-        failure ??= err;
-        q.clear();
+        fail(err);
       }
-    })));
-    if (failure !== undefined) throw failure;
+    }));
   }
-  return report;
+
+  function enqueueUpload(f: StageFile): void {
+    if (group.length > 0 && (groupBytes + f.size > opts.uploadBatchBytes || group.length >= opts.uploadBatchFiles)) flushGroup();
+    group.push(f);
+    groupBytes += f.size;
+    if (group.length >= opts.uploadBatchFiles || groupBytes >= opts.uploadBatchBytes) flushGroup();
+  }
+
+  function kick(): void {
+    if (querying || pending.length === 0 || failure) return;
+    querying = (async () => {
+      while (pending.length > 0 && !failure) {
+        const part = pending.splice(0, QUERY_CHUNK);
+        try {
+          const toUpload = opts.reused ? await recover(part, true) : await firstQuery(part);
+          for (const f of toUpload) enqueueUpload(f);
+        } catch (err) {
+          fail(err);
+        }
+      }
+    })().finally(() => {
+      querying = undefined;
+      kick();
+    });
+  }
+
+  return {
+    add(files) {
+      for (const f of files) {
+        if (seen.has(f.physName)) continue;
+        seen.add(f.physName);
+        pending.push(f);
+      }
+      kick();
+    },
+    async finish() {
+      while (querying) await querying;
+      flushGroup();
+      await Promise.all(running);
+      if (failure) throw failure.err;
+      return report;
+    },
+    abort(reason) {
+      fail(reason);
+    },
+  };
 }
