@@ -174,6 +174,13 @@ async function stageOutputs(rpc: BoincRpc, req: FetchOutputRequest, templates: A
   try {
     const isAvailable = (n: string) => n === zipName || zip.has(n);
     const wanted = plan(req, zip.files, isAvailable);
+    // A small archive can declare huge entries: refuse one that cannot fit before writing.
+    let need = 0;
+    for (const [name, dests] of wanted) need += (name === zipName && !zip.has(name) ? 0 : zip.size(name)) * dests.length;
+    const fsInfo = await fsp.statfs(req.iwd).catch(() => undefined);
+    if (fsInfo && need > fsInfo.bavail * fsInfo.bsize) {
+      throw new Error(`the zip output of job ${req.jobName} unpacks to ${need} bytes; only ${fsInfo.bavail * fsInfo.bsize} bytes are free under ${req.iwd}`);
+    }
     if (req.mode === 'ALL') for (const d of zip.dirs) await ensureDirInside(req.iwd, d);
     for (const [name, dests] of wanted) {
       let first: string;

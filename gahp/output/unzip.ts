@@ -77,6 +77,11 @@ export class SafeZip {
     return [...this.entries.keys()];
   }
 
+  /** The uncompressed size the archive declares for a file entry (checked while extracting). */
+  size(name: string): number {
+    return this.entries.get(path.posix.normalize(name))?.uncompressedSize ?? 0;
+  }
+
   has(name: string): boolean {
     return this.entries.has(path.posix.normalize(name));
   }

@@ -9,10 +9,10 @@ import { upperAscii, lowerAscii } from '../../fixtures/apps.js';
 import { batchName, esc, jobName, listTree, sleep, startEnv, submitBatch, type Env } from './helpers.js';
 
 /** A zip archive built with yazl; `rename` then rewrites entry names (same length) in place. */
-function makeZip(entries: Array<{ name: string; data: string; mode?: number }>, rename: Array<[string, string]> = []): Promise<Buffer> {
+function makeZip(entries: Array<{ name: string; data: string; mode?: number }>, rename: Array<[string, string]> = [], compress = false): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const zip = new yazl.ZipFile();
-    for (const e of entries) zip.addBuffer(Buffer.from(e.data), e.name, { compress: false, mode: e.mode ?? 0o100644 });
+    for (const e of entries) zip.addBuffer(Buffer.from(e.data), e.name, { compress, mode: e.mode ?? 0o100644 });
     const chunks: Buffer[] = [];
     zip.outputStream.on('data', (c: Buffer) => chunks.push(c));
     zip.outputStream.on('end', () => {
@@ -34,6 +34,14 @@ function makeZip(entries: Array<{ name: string; data: string; mode?: number }>, 
   });
 }
 
+/** Rewrites every central-directory entry's uncompressed size to about 4 GiB. */
+function declareHuge(zip: Buffer): Buffer {
+  const out = Buffer.from(zip);
+  for (let at = out.indexOf(CENTRAL_SIG); at >= 0; at = out.indexOf(CENTRAL_SIG, at + 4)) out.writeUInt32LE(0xfffffff0, at + 24);
+  return out;
+}
+const CENTRAL_SIG = Buffer.from([0x50, 0x4b, 0x01, 0x02]);
+
 /** An app whose single .zip output is chosen by the job's input text (a hostile archive). */
 const badZipApp: TestApp = {
   name: 'badzip',
@@ -46,6 +54,14 @@ const badZipApp: TestApp = {
       zip = await makeZip([{ name: 'good.txt', data: 'fine\n' }, { name: 'zz/escaped.txt', data: 'evil\n' }], [['zz/escaped.txt', '../escaped.txt']]);
     } else if (kind === 'absolute') {
       zip = await makeZip([{ name: 'good.txt', data: 'fine\n' }, { name: 'xtmp/abs-escaped.txt', data: 'evil\n' }], [['xtmp/abs-escaped.txt', '/tmp/abs-escaped.txt']]);
+    } else if (kind === 'bomb') {
+      // 1,000 tiny deflated entries, each declaring 4 GiB in the central directory.
+      const small = await makeZip(
+        Array.from({ length: 1000 }, (_, i) => ({ name: `part${i}.bin`, data: 'x' })),
+        [],
+        true,
+      );
+      zip = declareHuge(small);
     } else if (kind === 'symlink') {
       zip = await makeZip([{ name: 'good.txt', data: 'fine\n' }, { name: 'link', data: '/etc/passwd', mode: 0o120777 }]);
     } else {
@@ -85,6 +101,7 @@ describe('BOINC_FETCH_OUTPUT', () => {
       { name: jobName(batch + 'b', 2), inputs: ['symlink\n'] },
       { name: jobName(batch + 'b', 3), inputs: ['absolute\n'] },
       { name: jobName(batch + 'b', 4), inputs: ['nested\n'] },
+      { name: jobName(batch + 'b', 5), inputs: ['bomb\n'] },
     ]);
     for (const b of [batch + 'c', batch + 'z', batch + 'f', batch + 'b']) env.server.advanceAll(b);
     env.server.advanceJob(J(1), 'DONE');
@@ -206,6 +223,14 @@ describe('BOINC_FETCH_OUTPUT', () => {
     expect(r[0]).toMatch(pattern);
     expect(listTree(parent)).toEqual(['iwd/']);
     expect(fs.existsSync('/tmp/abs-escaped.txt')).toBe(false);
+  });
+
+  test('a zip declaring more than the free space is refused before writing', async () => {
+    const iwd = newIwd();
+    const r = await env.gahp.call(`BOINC_FETCH_OUTPUT ${esc(jobName(batch + 'b', 5))} ${esc(iwd)} err ALL 0`);
+    expect(r).toHaveLength(1);
+    expect(r[0]).toMatch(/unpacks to \d+ bytes; only \d+ bytes are free/);
+    expect(listTree(iwd)).toEqual([]);
   });
 
   test('an `ERROR: ` download body is an error result and nothing is written', async () => {
