@@ -174,16 +174,17 @@ export async function hashSources(
   const fromCache = files.size;
   if (onHashed) for (const [p, h] of files) onHashed(p, h);
   if (misses.length > 0) {
-    const results = await pool.hash(misses, signal, onHashed && ((rs) => {
-      for (const r of rs) if (r.error === undefined) onHashed(r.path, { md5: r.md5, key: r.key });
-    }));
-    const good: Array<{ key: FileKey; md5: string; hashedAtMs: number }> = [];
+    // Each chunk is recorded as it arrives: a GAHP killed halfway keeps what it hashed.
+    const results = await pool.hash(misses, signal, (rs) => {
+      const good: Array<{ key: FileKey; md5: string; hashedAtMs: number }> = [];
+      for (const r of rs) if (r.error === undefined) good.push(r);
+      cache.record(good);
+      if (onHashed) for (const r of rs) if (r.error === undefined) onHashed(r.path, { md5: r.md5, key: r.key });
+    });
     for (const r of results) {
       if (r.error !== undefined) throw new HashError(r.path, r.error);
       files.set(r.path, { md5: r.md5, key: r.key });
-      good.push(r);
     }
-    cache.record(good);
   }
   return { files, fromCache, hashed: misses.length, hashedBytes };
 }
