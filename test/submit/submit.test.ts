@@ -5,6 +5,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startEnv, batchName, jobName, type Env } from '../commands/helpers.js';
+import { GahpProcess } from '../support/gahp-process.js';
 import { submitLine, phys, writeInput, rpcNames, uploadedNames, expectOneCompleteBatch, type LineJob } from './support.js';
 
 let env: Env;
@@ -253,6 +254,24 @@ describe('checks before anything is created', () => {
     expect(names).not.toContain('create_batch');
     expect(names).not.toContain('query_files');
     expect(names).not.toContain('upload_files');
+  });
+
+  test('an unknown app fails at get_templates; no project selected fails at once', async () => {
+    const p = writeInput(env.dir, 'noapp.txt', 'x\n');
+    const batch = batchName('nosuchapp');
+    const since = env.server.rpcLog().length;
+    const [m1] = await submit(submitLine(batch, 'nosuchapp', [{ name: jobName(batch, 1, 0), inputs: [[p, 'in']] }]));
+    expect(m1).toMatch(/^get_templates: get_templates failed: .*nosuchapp/);
+    expect(rpcNames(env.server, since)).toEqual(['get_templates']);
+
+    const fresh = await GahpProcess.start();
+    try {
+      await fresh.startup();
+      const [m2] = await fresh.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', [{ name: jobName(batch, 1, 0), inputs: [[p, 'in']] }])}`);
+      expect(m2).toContain('no project selected');
+    } finally {
+      await fresh.close();
+    }
   });
 
   test('malformed lines get E', async () => {
