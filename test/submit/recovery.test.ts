@@ -193,6 +193,29 @@ describe('repeat safety', () => {
   });
 });
 
+describe('changed inputs', () => {
+  test('a file changed after it was hashed is never uploaded under its old name; the repeat uses the new content', async () => {
+    const p = writeInput(env.dir, `changing${fileSeq++}.txt`, 'before the change\n');
+    const batch = batchName('uppercase');
+    const line = submitLine(batch, 'uppercase', [{ name: jobName(batch, 95, 0), inputs: [[p, 'in']] }]);
+    env.server.injectFault({ script: 'submit_rpc_handler.php', rpc: 'create_batch', kind: 'slow', delayMs: 1500 });
+    const since = env.server.rpcLog().length;
+    const id = env.gahp.reqId();
+    expect(await env.gahp.request(`BOINC_SUBMIT ${id} ${line}`)).toBe('S');
+    for (let i = 0; i < 500 && !rpcNames(env.server, since).includes('create_batch'); i++) await sleep(10);
+    fs.writeFileSync(p, 'after the change, longer\n');
+    const [msg] = await env.gahp.waitResult(id);
+    expect(msg).toContain(p);
+    expect(msg).toContain('changed');
+    expect(uploadedNames(env.server, since)).toEqual([]);
+    // HTCondor repeats the submit: the batch left empty is reused with the new content.
+    await sleep(60);
+    expect(await submit(line)).toEqual(['NULL']);
+    expect(env.server.jobs(batch)[0]!.inputFiles).toEqual([phys('after the change, longer\n')]);
+    expect(env.server.batches().filter((b) => b.name === batch)).toHaveLength(1);
+  });
+});
+
 describe('hash cache', () => {
   test('an unchanged file is hashed once, across commands and restarts; a changed one again', async () => {
     const { line, jobs } = makeBatch(5, 5);
