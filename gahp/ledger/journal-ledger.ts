@@ -227,6 +227,9 @@ export class JournalLedger implements Ledger {
     fs.mkdirSync(this.writersDir, { recursive: true, mode: 0o700 });
     this.writerFile = path.join(this.writersDir, String(process.pid));
     fs.writeFileSync(this.writerFile, `${Date.now()}\n`, { mode: 0o600 });
+    // Entries of writers killed (kill -9) before they could unregister: removed here, or
+    // they pile up, one per crash, until a compaction looks.
+    this.otherWriters();
   }
 
   /** Whether another live process has the ledger open for writing (stale entries are removed). */
