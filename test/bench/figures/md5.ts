@@ -43,8 +43,12 @@ export interface Md5Figures {
   md5_many_md5sum_mbps: number;
 }
 
-/** Times ours and md5sum alternately; returns median seconds of each. Checks the digests agree. */
-async function sideBySide(hasher: Hasher, files: string[], runs: number): Promise<{ ours: number; theirs: number }> {
+/**
+ * Times ours and md5sum alternately, `runs` pairs; returns the median seconds of each and
+ * the median of the per-pair ratios (a pair runs back to back, so on a machine whose load
+ * changes it is the fairer comparison). Checks the digests agree.
+ */
+async function sideBySide(hasher: Hasher, files: string[], runs: number): Promise<{ ours: number; theirs: number; ratio: number }> {
   const ours: number[] = [];
   const theirs: number[] = [];
   for (let r = 0; r < runs; r++) {
@@ -63,7 +67,7 @@ async function sideBySide(hasher: Hasher, files: string[], runs: number): Promis
       }
     }
   }
-  return { ours: median(ours), theirs: median(theirs) };
+  return { ours: median(ours), theirs: median(theirs), ratio: median(ours.map((o, i) => theirs[i]! / o)) };
 }
 
 export async function md5Figures(sizes: Md5Sizes, note: (s: string) => void): Promise<Md5Figures> {
@@ -83,8 +87,8 @@ export async function md5Figures(sizes: Md5Sizes, note: (s: string) => void): Pr
     const m = await sideBySide(hasher, files, sizes.runs);
     const totalMany = sizes.manyCount * sizes.manyBytes;
     return {
-      md5_big_ratio: b.theirs / b.ours,
-      md5_many_ratio: m.theirs / m.ours,
+      md5_big_ratio: b.ratio,
+      md5_many_ratio: m.ratio,
       md5_big_ours_mbps: sizes.bigBytes / MiB / b.ours,
       md5_big_md5sum_mbps: sizes.bigBytes / MiB / b.theirs,
       md5_many_ours_mbps: totalMany / MiB / m.ours,
