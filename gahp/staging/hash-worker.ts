@@ -26,10 +26,15 @@ function read(fd: number, buf: Buffer): Promise<number> {
   return new Promise((resolve, reject) => fs.read(fd, buf, 0, buf.length, null, (err, n) => (err ? reject(err) : resolve(n))));
 }
 
+/**
+ * Small files are read with blocking calls (this is a worker thread: nothing else waits),
+ * which avoids two thread-pool round trips per file; big files are read ahead
+ * asynchronously into the second buffer while the first is hashed.
+ */
 async function hashOne(path: string): Promise<WorkerHashResult> {
   let fd: number | undefined;
   try {
-    fd = await new Promise<number>((resolve, reject) => fs.open(path, 'r', (err, f) => (err ? reject(err) : resolve(f))));
+    fd = fs.openSync(path, 'r');
     const st = fs.fstatSync(fd, { bigint: true }) as fs.BigIntStats;
     if (!st.isFile()) return { path, error: 'not a regular file' };
     const before = keyOf(st);
@@ -39,9 +44,19 @@ async function hashOne(path: string): Promise<WorkerHashResult> {
     // Reads stop at the size fstat gave (one read for a small file); a file that grows or
     // shrinks meanwhile is caught by the second fstat.
     const size = Number(st.size);
+    if (size <= CHUNK) {
+      const buf = buffers[0]!;
+      let total = 0;
+      while (total < size) {
+        const n = fs.readSync(fd, buf, total, size - total, null);
+        if (n === 0) break;
+        total += n;
+      }
+      hash.update(buf.subarray(0, total));
+    }
     let total = 0;
     let cur = 0;
-    let pending: Promise<number> | undefined = size > 0 ? read(fd, buffers[cur]!) : undefined;
+    let pending: Promise<number> | undefined = size > CHUNK ? read(fd, buffers[cur]!) : undefined;
     while (pending) {
       const n = await pending;
       pending = undefined;
@@ -60,7 +75,7 @@ async function hashOne(path: string): Promise<WorkerHashResult> {
     const e = err as NodeJS.ErrnoException;
     return { path, error: e.code ? `${e.code}: ${e.message}` : String(e.message ?? e) };
   } finally {
-    if (fd !== undefined) fs.close(fd, () => undefined);
+    if (fd !== undefined) fs.closeSync(fd);
   }
 }
 

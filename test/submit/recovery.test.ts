@@ -198,11 +198,17 @@ describe('changed inputs', () => {
     const p = writeInput(env.dir, `changing${fileSeq++}.txt`, 'before the change\n');
     const batch = batchName('uppercase');
     const line = submitLine(batch, 'uppercase', [{ name: jobName(batch, 95, 0), inputs: [[p, 'in']] }]);
-    env.server.injectFault({ script: 'submit_rpc_handler.php', rpc: 'create_batch', kind: 'slow', delayMs: 1500 });
+    env.server.injectFault({ script: 'submit_rpc_handler.php', rpc: 'create_batch', kind: 'slow', delayMs: 3000 });
     const since = env.server.rpcLog().length;
     const id = env.gahp.reqId();
     expect(await env.gahp.request(`BOINC_SUBMIT ${id} ${line}`)).toBe('S');
-    for (let i = 0; i < 500 && !rpcNames(env.server, since).includes('create_batch'); i++) await sleep(10);
+    // Change it once it is hashed (the GAHP's log says so) and create_batch is under way.
+    const hashedLine = new RegExp(`${escapeRe(batch)}: 1 jobs, 1 input paths`);
+    for (let i = 0; i < 1000; i++) {
+      if (rpcNames(env.server, since).includes('create_batch') && hashedLine.test(fs.readFileSync(logFile, 'utf8'))) break;
+      await sleep(10);
+    }
+    expect(rpcNames(env.server, since)).toContain('create_batch');
     fs.writeFileSync(p, 'after the change, longer\n');
     const [msg] = await env.gahp.waitResult(id);
     expect(msg).toContain(p);
