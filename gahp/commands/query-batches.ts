@@ -7,6 +7,14 @@
  * server_time are passed through as strings. Errors keep the server's text at the end
  * (`query_batch2 failed: no batch named <name>`, which the gridmanager parses).
  *
+ * BOINC keeps a job's mod_time in whole seconds while server_time has a fraction, so a job
+ * that changes later in the same second as a poll has mod_time <= that poll's server_time
+ * and a query from it would never report the change: HTCondor would wait forever for a job
+ * that is DONE. So an incremental query asks the server from one whole second earlier, and
+ * the jobs whose status is the one this GAHP last reported for them are left out of the
+ * answer again. The gridmanager sees its min_mod_time and the server's server_time as they
+ * were, and every change exactly once or more, never less.
+ *
  * Big replies (100 batches of 1,000 jobs) are built with yields to the event loop, and
  * recorded in the ledger as one journal entry holding only the statuses that changed.
  * Each query also checks the ledger's leases: a live batch whose lease ends within the
@@ -46,7 +54,51 @@ export function parseQueryBatches(args: string[]): QueryBatchesRequest {
 const yieldNow = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** The result tokens, built with yields so a huge reply does not stall the protocol loop. */
-export async function buildQueryResult(reply: QueryBatch2Reply, batchNames: readonly string[]): Promise<{ tokens: string[]; ledger: LedgerQueryBatch[] }> {
+/**
+ * The status each job was last reported with, per batch, so that jobs re-read through the
+ * one-second overlap (see above) are not reported again unchanged. In memory only: after a
+ * restart the first answers may repeat a status, which the gridmanager takes in its stride.
+ */
+export class ReportedStatuses {
+  private readonly batches = new Map<string, { jobs: Map<string, string>; usedAt: number }>();
+
+  constructor(private readonly forgetAfterMs = 24 * 3600 * 1000) {}
+
+  batch(projectUrl: string, batchName: string): Map<string, string> {
+    const key = `${projectUrl}\n${batchName}`;
+    const now = Date.now();
+    let entry = this.batches.get(key);
+    if (!entry) {
+      entry = { jobs: new Map(), usedAt: now };
+      this.batches.set(key, entry);
+      // Batches not queried for a day are done with; keep memory bounded.
+      for (const [k, e] of this.batches) if (now - e.usedAt > this.forgetAfterMs) this.batches.delete(k);
+    }
+    entry.usedAt = now;
+    return entry.jobs;
+  }
+}
+
+/**
+ * The min_mod_time sent to the server for the one the gridmanager gave: `0` stays `0`
+ * (a full query), any other time goes back to one second before its whole second.
+ */
+export function serverMinModTime(minModTime: string): string {
+  const t = Number(minModTime);
+  if (!(t > 0)) return minModTime;
+  return String(Math.max(0, Math.floor(t) - 1));
+}
+
+/**
+ * The result tokens, built with yields so a huge reply does not stall the protocol loop.
+ * With `reported` (incremental queries), jobs whose status equals the one last reported are
+ * left out; every job reported is recorded there.
+ */
+export async function buildQueryResult(
+  reply: QueryBatch2Reply,
+  batchNames: readonly string[],
+  reported?: { for(batchName: string): Map<string, string>; skipUnchanged: boolean },
+): Promise<{ tokens: string[]; ledger: LedgerQueryBatch[] }> {
   const batchCount = batchNames.length;
   if (reply.batches.length !== batchCount) {
     throw new Error(`query_batch2 failed: the server reported ${reply.batches.length} batches for ${batchCount} asked`);
@@ -61,27 +113,36 @@ export async function buildQueryResult(reply: QueryBatch2Reply, batchNames: read
   let sinceYield = 0;
   for (let k = 0; k < batchCount; k++) {
     const b = reply.batches[k]!;
-    tokens[t++] = String(b.jobs.length);
-    const pairs = new Array<readonly [string, string]>(b.jobs.length);
+    const countAt = t++;
+    const last = reported?.for(batchNames[k]!);
+    const skip = reported?.skipUnchanged === true;
+    const pairs: Array<readonly [string, string]> = [];
     for (let i = 0; i < b.jobs.length; i++) {
       const job = b.jobs[i]!;
       const status = gridStatus(job.status);
+      if (last) {
+        if (skip && last.get(job.name) === status) continue;
+        last.set(job.name, status);
+      }
       tokens[t++] = job.name;
       tokens[t++] = status;
-      pairs[i] = [job.name, status];
+      pairs.push([job.name, status]);
       if (++sinceYield >= YIELD_EVERY) {
         sinceYield = 0;
         await yieldNow();
       }
     }
+    tokens[countAt] = String(pairs.length);
     ledger.push({ name: batchNames[k]!, jobs: pairs });
   }
+  tokens.length = t;
   return { tokens, ledger };
 }
 
 export function queryBatchesCommand(services: GahpServices): AsyncCommand<QueryBatchesRequest> {
   /** `<project>\n<batch>\n<lease>` already warned about. */
   const warned = new Set<string>();
+  const reported = new ReportedStatuses();
 
   function checkLeases(projectUrl: string, names: string[], ctx: HandlerContext): void {
     const now = Date.now() / 1000;
@@ -114,9 +175,12 @@ export function queryBatchesCommand(services: GahpServices): AsyncCommand<QueryB
     async run(req, ctx) {
       const { project, rpc } = services.session.rpc();
       const t0 = performance.now();
-      const reply = await rpc.queryBatch2(req.minModTime, req.batchNames);
+      const reply = await rpc.queryBatch2(serverMinModTime(req.minModTime), req.batchNames);
       const t1 = performance.now();
-      const { tokens, ledger } = await buildQueryResult(reply, req.batchNames);
+      const { tokens, ledger } = await buildQueryResult(reply, req.batchNames, {
+        for: (batchName) => reported.batch(project.url, batchName),
+        skipUnchanged: serverMinModTime(req.minModTime) !== req.minModTime,
+      });
       const t2 = performance.now();
       // Recorded in the background: the gridmanager need not wait for the ledger (its
       // update runs in slices with yields, then one journal line and its fdatasync; close()

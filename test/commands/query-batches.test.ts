@@ -46,8 +46,9 @@ describe('BOINC_QUERY_BATCHES', () => {
     env.server.advanceJob(b[0]!, 'DONE');
     env.server.clearRpcLog();
     const delta = await env.gahp.call(`BOINC_QUERY_BATCHES ${st1} 2 ${esc(A)} ${esc(B)}`);
-    // min_mod_time went to the server as the string given.
-    expect(env.server.rpcLog().find((e) => e.rpc === 'query_batch2')!.raw).toContain(`<min_mod_time>${st1}</min_mod_time>`);
+    // The server was asked from one whole second earlier (mod_time has whole seconds);
+    // jobs re-read through that overlap with an unchanged status were left out again.
+    expect(env.server.rpcLog().find((e) => e.rpc === 'query_batch2')!.raw).toContain(`<min_mod_time>${Math.floor(Number(st1)) - 1}</min_mod_time>`);
     const st2 = delta[1]!;
     expect(delta).toEqual(['NULL', st2, '1', a[1], 'IN_PROGRESS', '1', b[0], 'DONE']);
 
@@ -64,6 +65,22 @@ describe('BOINC_QUERY_BATCHES', () => {
     // One journal entry per query.
     const lines = fs.readFileSync(path.join(env.stateDir, 'ledger.jsonl'), 'utf8').split('\n').filter((l) => l.includes('"op":"query"'));
     expect(lines).toHaveLength(3);
+  });
+
+  test('a change in the same second as the previous poll is still reported, once', async () => {
+    const C = batchName('uppercase');
+    const c = [1, 2].map((n) => jobName(C, 400, n));
+    await submitBatch(env, C, 'uppercase', c.map((name) => ({ name, inputs: ['c\n'] })));
+    const full = await env.gahp.call(`BOINC_QUERY_BATCHES 0 1 ${esc(C)}`);
+    const st1 = full[1]!;
+    // No wait: the job changes within the second of the poll, so its mod_time (whole
+    // seconds) is not after st1. A query passing st1 through would never see it.
+    env.server.advanceJob(c[0]!, 'IN_PROGRESS');
+    const delta = await env.gahp.call(`BOINC_QUERY_BATCHES ${st1} 1 ${esc(C)}`);
+    expect(delta.slice(2)).toEqual(['1', c[0], 'IN_PROGRESS']);
+    // Asked again from the new time, nothing changed: nothing is reported.
+    const again = await env.gahp.call(`BOINC_QUERY_BATCHES ${delta[1]} 1 ${esc(C)}`);
+    expect(again.slice(2)).toEqual(['0']);
   });
 
   test('a lease ending within the hour without renewal is warned about once in the log', async () => {
