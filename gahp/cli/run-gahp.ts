@@ -88,8 +88,27 @@ export function startGahp(opts: GahpRunOptions = {}): RunningGahp {
   });
   server.onShutdown(() => services.session.close());
   server.onShutdown(() => services.ledger.close());
+  guardProcess(services.log);
   server.start();
   return { server, services, commands, exited };
+}
+
+let guarded = false;
+
+/**
+ * A stray rejected promise or exception in some handler's callback must not take down the
+ * GAHP, and with it the gridmanager's view of every job: log it (redacted) and carry on.
+ * Each request already has its own error path; this is the net under it.
+ */
+function guardProcess(log: Logger): void {
+  if (guarded) return;
+  guarded = true;
+  process.on('unhandledRejection', (reason) => {
+    log.error(`unhandled rejection (ignored): ${reason instanceof Error ? reason.stack ?? reason.message : String(reason)}`);
+  });
+  process.on('uncaughtException', (err) => {
+    log.error(`uncaught exception (ignored): ${err.stack ?? err.message}`);
+  });
 }
 
 /** Runs the GAHP until QUIT or EOF; resolves with the exit code. */
