@@ -167,6 +167,19 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
         throw new SubmitError(`batch ${req.batchName} already exists on the server in state ${existing.state} with ${present.size} of the ${ours.size} jobs: it cannot take more`);
       }
       if (existing.id <= 0) throw new SubmitError(`batch ${req.batchName} exists on the server with ${present.size} of the ${ours.size} jobs, but its id is unknown`);
+      if (present.size > 0) {
+        // An earlier submit_batch may still be creating jobs: wait until it is done, then
+        // look again (it may have completed the batch).
+        const settled = await step('waiting for an interrupted submit_batch to settle (query_batch)', () => settledBatch(rpc, req.batchName, existing));
+        const now = new Set(settled?.jobs.map((j) => j.name) ?? []);
+        if (!settled || [...now].some((n) => !ours.has(n)) || settled.state !== 0 || now.size !== present.size) {
+          if (settled && now.size === ours.size && [...now].every((n) => ours.has(n))) {
+            await recordSubmitted(settled.id, jobs, await hashP);
+            return ['NULL'];
+          }
+          throw new SubmitError(`batch ${req.batchName} changed on the server while it was being checked (${now.size} jobs, state ${settled?.state ?? 'gone'}): repeat the submit`);
+        }
+      }
       batchId = existing.id;
       toSubmit = jobs.filter((j) => !present.has(j.name));
       log.info(`${tag}: reusing batch ${batchId} left by an earlier attempt (${present.size} of ${ours.size} jobs present)`);
@@ -274,6 +287,21 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
   }
 
   /**
+   * query_batch until the batch's job count has not changed for settleMs (a submit_batch
+   * whose client went away may still be creating jobs on the server), at most `rounds` looks.
+   */
+  async function settledBatch(rpc: BoincRpc, batchName: string, first?: QueryBatchReply, settleMs = 2000, rounds = 6): Promise<QueryBatchReply | undefined> {
+    let cur = first ?? (await findBatch(rpc, batchName));
+    for (let i = 0; cur && i < rounds; i++) {
+      await sleep(settleMs);
+      const next = await findBatch(rpc, batchName);
+      if (!next || next.jobs.length === cur.jobs.length) return next;
+      cur = next;
+    }
+    return cur;
+  }
+
+  /**
    * submit_batch. Only a failure that certainly did not reach the server is repeated; after
    * an uncertain one the batch is looked at: holding all the jobs means success.
    */
@@ -290,7 +318,9 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
           continue;
         }
         if (err.uncertain || err.kind === 'fatal' || err.kind === 'transport') {
-          const found = await findBatch(rpc, req.batchName).catch(() => undefined);
+          // The server may still be creating the jobs (BOINC's create_work is slow): look
+          // until their number stops growing.
+          const found = await settledBatch(rpc, req.batchName).catch(() => undefined);
           if (found) {
             const have = new Set(found.jobs.map((j) => j.name));
             const missing = jobs.filter((j) => !have.has(j.name)).length;
