@@ -110,14 +110,17 @@ export function createStager(opts: StageOptions): Stager {
   };
   const sleep = (attempt: number) => new Promise((r) => setTimeout(r, Math.min(5000, baseMs * 2 ** attempt * (0.5 + Math.random()))));
 
-  /** Repeats an idempotent call on errors that are not permanent. */
+  /**
+   * Repeats an idempotent call on errors that are not permanent. The RPC client already
+   * retries idempotent calls with backoff, so one more round here is enough.
+   */
   async function retrying<T>(what: string, fn: () => Promise<T>): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       aborted();
       try {
         return await fn();
       } catch (err) {
-        if (isPermanent(err) || attempt + 1 >= maxAttempts) throw err;
+        if (isPermanent(err) || attempt + 1 >= 2) throw err;
         log(`staging: ${what}: ${(err as Error).message}; retrying`);
         await sleep(attempt);
       }
