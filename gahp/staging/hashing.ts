@@ -46,14 +46,6 @@ export class HashPool {
 
   constructor(private readonly maxWorkers: number, private readonly idleMs = 15_000) {}
 
-  /** Starts up to n threads ahead of use (a thread takes tens of ms to start). */
-  warm(n: number): void {
-    this.clearIdle();
-    const want = Math.max(0, Math.min(this.maxWorkers, n));
-    while (this.workers.length < want) this.workers.push(this.spawn());
-    this.armIdle();
-  }
-
   /** Hashes the paths (in any order inside; results in input order). */
   async hash(paths: readonly string[], signal?: AbortSignal, onResults?: (results: WorkerHashResult[]) => void): Promise<WorkerHashResult[]> {
     if (paths.length === 0) return [];
