@@ -253,10 +253,13 @@ export class Transport {
         }
       }
       files.forEach((f, i) => {
-        form.append(`file_${i}`, new LazyFileStream(f.path), {
+        // form-data reads knownLength 0 as "unknown" and then cannot size the body: an
+        // empty file is attached as an empty buffer instead (nothing to stream anyway).
+        const content = sizes[i] === 0 ? Buffer.alloc(0) : new LazyFileStream(f.path);
+        form.append(`file_${i}`, content, {
           filename: f.name,
           contentType: 'application/octet-stream',
-          knownLength: sizes[i],
+          ...(sizes[i] === 0 ? {} : { knownLength: sizes[i] }),
         });
       });
     }

@@ -104,10 +104,7 @@ describe('staging and deduplication', () => {
     expectOneCompleteBatch(env.server, batch, jobs.map((j) => j.name));
   });
 
-  // KNOWN BUG, not in BOINC_SUBMIT: boinc-rpc's upload builds the multipart body with
-  // form-data, which takes knownLength 0 for "unknown" and throws "Cannot calculate proper
-  // length in synchronous way". Drop `.failing` once boinc-rpc uploads empty files.
-  test.failing('an empty input file is staged like any other', async () => {
+  test('an empty input file is staged like any other', async () => {
     const empty = writeInput(env.dir, 'empty.txt', '');
     const batch = batchName('uppercase');
     const jobs: LineJob[] = [{ name: jobName(batch, 311, 0), inputs: [[empty, 'in']] }];
