@@ -12,22 +12,24 @@ export class SubmitCheckError extends Error {
 }
 
 /**
- * Characters an argument may not hold. The real server passes the command line to
- * create_work as `--command_line "<text>"` through a shell and then into SQL and XML
- * unescaped (BOINC-RPC.md, "Command lines"): whitespace splits it, quotes break it, a
- * backslash vanishes, `<` `>` `&` corrupt the workunit XML. `$` and backquote are refused
- * too: inside double quotes a shell expands them. Control characters (C0, DEL, C1) and
- * Unicode spaces are refused as whitespace.
+ * Characters an argument may not hold. The current submit_rpc_handler.php writes one line
+ * per job to create_work's standard input (`--command_line "<text>"`, no shell), and
+ * create_work puts the text into SQL and XML unescaped (BOINC-RPC.md, "Command lines",
+ * measured): whitespace splits it, a `"` splits the line, a `'` breaks the SQL insert, a
+ * backslash vanishes, `<` `>` `&` corrupt the workunit XML. Control characters (C0, DEL,
+ * C1) and Unicode spaces count as whitespace. Everything else (`$`, `*`, `=`, `/`, ...)
+ * reaches the app intact.
  */
-const BAD_ARG_CHAR = /[\s'"\\<>&$`\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]/u;
+const BAD_ARG_CHAR = /[\s'"\\<>&\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]/u;
 
 /**
- * Job and batch names: the real server puts them unquoted on create_work's command line
- * (`--wu_name NAME`), in SQL, in XML and in file names, and the gridmanager gets them back
- * through Latin-1 replies. So a conservative set: ASCII letters, digits and `_ . - @ # : + , = %`
- * (HTCondor's `condor#schedd@host#app#time#cluster.proc` fits), not starting with `-` or `#`.
+ * Job and batch names travel the same way (`--wu_name NAME` on that line, then SQL and
+ * XML), so the same characters are refused; and since the server's replies are Latin-1,
+ * only printable ASCII is accepted. A leading `-` would read as an option of create_work.
+ * HTCondor's `condor#schedd@host#app#time#cluster.proc` names fit.
  */
-const GOOD_NAME = /^[A-Za-z0-9_.@:+,=%][A-Za-z0-9_.@#:+,=%-]*$/;
+const GOOD_NAME = /^[\x21-\x7e]+$/;
+const BAD_NAME_CHAR = /['"\\<>&]/;
 
 function show(text: string): string {
   const cut = text.length > 60 ? text.slice(0, 60) + '...' : text;
@@ -37,7 +39,10 @@ function show(text: string): string {
 /** Why a name cannot be carried, or undefined when it can. */
 export function nameProblem(name: string): string | undefined {
   if (name.length > 200) return 'is longer than 200 characters';
-  if (!GOOD_NAME.test(name)) return 'may hold only ASCII letters, digits and _ . - @ # : + , = % (not starting with - or #)';
+  if (!GOOD_NAME.test(name)) return 'may hold only printable ASCII characters, no spaces';
+  const bad = BAD_NAME_CHAR.exec(name);
+  if (bad) return `holds ${bad[0]}, which BOINC's create_work cannot carry intact`;
+  if (name.startsWith('-')) return 'starts with -, which create_work would read as an option';
   return undefined;
 }
 
