@@ -109,19 +109,26 @@ interface Worker {
 
 async function startWorker(w: number): Promise<Worker> {
   const stateDir = makeTempDir('boinc-gahp-rel-state-');
-  const env = await startEnv({}, { stateDir, logFile: path.join(stateDir, 'gahp.log'), args: ['--rpc-timeout', String(RPC_TIMEOUT_S)] });
-  const doneBatch = batchName('concat');
-  const a = writeInput(env.dir, 'done/a.txt', `worker ${w} first input\n`);
-  const b = writeInput(env.dir, 'done/b.txt', `worker ${w} second input\n`);
-  const jobs: LineJob[] = [0, 1, 2, 3].map((i) => ({ name: jobName(doneBatch, 1, i), args: [`-n${i}`], inputs: [[a, 'a'], [b, 'b']] }));
-  const r = await env.gahp.call(`BOINC_SUBMIT ${submitLine(doneBatch, 'concat', jobs)}`, 60_000);
-  if (r[0] !== 'NULL') throw new Error(`worker ${w}: set-up submit failed: ${r.join(' ')}`);
-  env.server.advanceAll(doneBatch);
-  await env.server.settled();
-  const ab = batchName('uppercase');
-  const abortable = Array.from({ length: 40 }, (_, i) => jobName(ab, 2, i));
-  await submitBatch(env, ab, 'uppercase', abortable.map((name) => ({ name, inputs: [`abort me ${w}`] })));
-  return { env, stateDir, doneBatch, doneJobs: jobs.map((j) => j.name), abortable, seq: 0 };
+  let env: Env | undefined;
+  try {
+    env = await startEnv({}, { stateDir, logFile: path.join(stateDir, 'gahp.log'), args: ['--rpc-timeout', String(RPC_TIMEOUT_S)] });
+    const doneBatch = batchName('concat');
+    const a = writeInput(env.dir, 'done/a.txt', `worker ${w} first input\n`);
+    const b = writeInput(env.dir, 'done/b.txt', `worker ${w} second input\n`);
+    const jobs: LineJob[] = [0, 1, 2, 3].map((i) => ({ name: jobName(doneBatch, 1, i), args: [`-n${i}`], inputs: [[a, 'a'], [b, 'b']] }));
+    const r = await env.gahp.call(`BOINC_SUBMIT ${submitLine(doneBatch, 'concat', jobs)}`, 60_000);
+    if (r[0] !== 'NULL') throw new Error(`worker ${w}: set-up submit failed: ${r.join(' ')}`);
+    env.server.advanceAll(doneBatch);
+    await env.server.settled();
+    const ab = batchName('uppercase');
+    const abortable = Array.from({ length: 40 }, (_, i) => jobName(ab, 2, i));
+    await submitBatch(env, ab, 'uppercase', abortable.map((name) => ({ name, inputs: [`abort me ${w}`] })));
+    return { env, stateDir, doneBatch, doneJobs: jobs.map((j) => j.name), abortable, seq: 0 };
+  } catch (err) {
+    await env?.close().catch(() => undefined);
+    fs.rmSync(stateDir, { recursive: true, force: true });
+    throw err;
+  }
 }
 
 async function stopWorker(w: Worker): Promise<void> {
@@ -274,7 +281,13 @@ async function runCase(w: Worker, c: Case): Promise<Outcome> {
 }
 
 async function runAll(list: Case[]): Promise<Outcome[]> {
-  const workers = await Promise.all(Array.from({ length: WORKERS }, (_, i) => startWorker(i)));
+  const started = await Promise.allSettled(Array.from({ length: WORKERS }, (_, i) => startWorker(i)));
+  const workers = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+  const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) {
+    await Promise.all(workers.map(stopWorker));
+    throw failed.reason;
+  }
   try {
     // Slow cases first, spread over the workers.
     const order = [...list].sort((a, b) => Number(b.kind === 'hang' || b.kind === 'slow') - Number(a.kind === 'hang' || a.kind === 'slow'));
