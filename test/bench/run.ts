@@ -179,7 +179,7 @@ function printTable(figures: Record<string, number>, skipped: Record<string, str
       if (t) rows.push([key, 'skipped', target, '']);
       continue;
     }
-    rows.push([key, `${round(v, 3)}${t?.unit ? ' ' + t.unit : ''}`, target, verdict(key, v)]);
+    rows.push([key, `${round(v, Math.abs(v) < 1 ? 4 : 3)}${t?.unit ? ' ' + t.unit : ''}`, target, verdict(key, v)]);
   }
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
   for (const [i, r] of rows.entries()) {
