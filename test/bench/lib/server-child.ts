@@ -4,7 +4,7 @@
  * replies) nor counts towards anyone's RSS. Driven over IPC by lib/server.ts.
  */
 import { startTestServer } from '../../../fixtures/test-server/index.js';
-import type { TestServerOptions } from '../../../fixtures/test-server/types.js';
+import type { ExtendedTestServerOptions } from '../../../fixtures/test-server/index.js';
 
 interface Request {
   id: number;
@@ -14,7 +14,7 @@ interface Request {
 }
 
 async function main(): Promise<void> {
-  const opts = JSON.parse(process.argv[2] ?? '{}') as TestServerOptions;
+  const opts = JSON.parse(process.argv[2] ?? '{}') as ExtendedTestServerOptions;
   const server = await startTestServer(opts);
   const send = (m: unknown) => process.send!(m);
   send({ ready: true, url: server.url, authenticator: server.authenticator });

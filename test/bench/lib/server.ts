@@ -2,8 +2,8 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { onCleanup } from './tmp.js';
-import type { TestServerOptions } from '../../../fixtures/test-server/types.js';
+import { benchTempDir, onCleanup, removeTempDir } from './tmp.js';
+import type { ExtendedTestServerOptions } from '../../../fixtures/test-server/index.js';
 
 const CHILD = path.join(path.dirname(fileURLToPath(import.meta.url)), 'server-child.js');
 
@@ -25,6 +25,7 @@ export class BenchServer {
     private readonly child: ChildProcess,
     readonly url: string,
     readonly authenticator: string,
+    private readonly dataDir: string,
   ) {
     child.on('message', (m: { id?: number; result?: unknown; error?: string }) => {
       if (m.id === undefined) return;
@@ -41,16 +42,21 @@ export class BenchServer {
     this.unregister = onCleanup(() => child.kill('SIGKILL'));
   }
 
-  static start(opts: TestServerOptions = {}): Promise<BenchServer> {
-    const child = fork(CHILD, [JSON.stringify(opts)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  static start(opts: ExtendedTestServerOptions = {}): Promise<BenchServer> {
+    // The stored files live in a dir of ours, so they go even when the child is killed.
+    const dataDir = benchTempDir('server');
+    const child = fork(CHILD, [JSON.stringify({ ...opts, dataDir })], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     return new Promise((resolve, reject) => {
       const onMsg = (m: { ready?: boolean; url: string; authenticator: string }) => {
         if (!m.ready) return;
         child.off('message', onMsg);
         child.off('exit', onExit);
-        resolve(new BenchServer(child, m.url, m.authenticator));
+        resolve(new BenchServer(child, m.url, m.authenticator, dataDir));
       };
-      const onExit = (code: number | null) => reject(new Error(`test server exited (${code}) before it was ready`));
+      const onExit = (code: number | null) => {
+        removeTempDir(dataDir);
+        reject(new Error(`test server exited (${code}) before it was ready`));
+      };
       child.on('message', onMsg);
       child.on('exit', onExit);
     });
@@ -85,5 +91,6 @@ export class BenchServer {
       clearTimeout(t);
     }
     this.unregister();
+    removeTempDir(this.dataDir);
   }
 }
