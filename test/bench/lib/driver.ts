@@ -5,7 +5,6 @@
  * lines are only parsed as far as their request id.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchTempDir, onCleanup, removeTempDir } from './tmp.js';
@@ -245,9 +244,4 @@ export class GahpDriver {
     this.unregister();
     if (this.ownsStateDir) removeTempDir(this.stateDir);
   }
-}
-
-/** True if the file exists (used to detect optional pieces of the build). */
-export function exists(p: string): boolean {
-  return fs.existsSync(p);
 }
