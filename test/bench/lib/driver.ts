@@ -5,11 +5,20 @@
  * lines are only parsed as far as their request id.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchTempDir, onCleanup, removeTempDir } from './tmp.js';
 
-export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..');
+/** The checkout: the nearest directory above this file holding bin/boinc-gahp (works from dist/ and from sources). */
+export const REPO_ROOT = findRoot(path.dirname(fileURLToPath(import.meta.url)));
+
+function findRoot(from: string): string {
+  for (let dir = from; ; dir = path.dirname(dir)) {
+    if (fs.existsSync(path.join(dir, 'bin', 'boinc-gahp')) && fs.existsSync(path.join(dir, 'package.json'))) return dir;
+    if (path.dirname(dir) === dir) throw new Error(`no bin/boinc-gahp above ${from}`);
+  }
+}
 export const GAHP_BIN = path.join(REPO_ROOT, 'bin', 'boinc-gahp');
 
 export interface DriverOptions {
