@@ -230,6 +230,10 @@ describe('names with XML metacharacters', () => {
       expect(env.server.rpcLog()).toEqual([]);
     }
     expect(env.server.batches().some((b) => b.name === batch)).toBe(false);
+    // What BOINC can carry (no shell on the way: `$` and backquotes too) arrives intact.
+    const fine = ['$HOME', '`id`', 'a=b/c*', '--x=1,2;3', 'ü'];
+    expect(await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', [{ name: jobName(batch, 3), args: fine, inputs: [[p, 'in']] }])}`)).toEqual(['NULL']);
+    expect(env.server.jobs(batch).map((j) => j.commandLine)).toEqual([fine.join(' ')]);
   });
 });
 
