@@ -18,6 +18,7 @@ import {
 import type {
   AppTemplates,
   BoincClientOptions,
+  CallOptions,
   BoincRpc,
   CompletedJob,
   CreateBatchRequest,
@@ -71,6 +72,7 @@ export class BoincClient implements BoincRpc {
     build: () => string,
     idempotent: boolean,
     read: (text: string) => T,
+    signal: AbortSignal | undefined,
     files?: Array<{ path: string; name: string }>,
   ): Promise<T> {
     let result: T | undefined;
@@ -79,6 +81,7 @@ export class BoincClient implements BoincRpc {
       await this.transport.post(rpc, this.projectUrl + script, request, {
         idempotent,
         files,
+        signal,
         parse: (body) => {
           try {
             const { text } = checkReply(rpc, body, rpc);
@@ -104,9 +107,9 @@ export class BoincClient implements BoincRpc {
     return new BoincRpcError(rpc, 'protocol', this.transport.redact(`internal error: ${message}`), { uncertain: true });
   }
 
-  async ping(): Promise<void> {
+  async ping(opts: CallOptions = {}): Promise<void> {
     // BOINC's own client sends `<ping> </ping>` ("the space is needed"); no authenticator.
-    await this.call('ping', SUBMIT, () => '<ping> </ping>\n', true, (t) => parseSuccess('ping', t));
+    await this.call('ping', SUBMIT, () => '<ping> </ping>\n', true, (t) => parseSuccess('ping', t), opts.signal);
   }
 
   async createBatch(req: CreateBatchRequest): Promise<number> {
@@ -130,6 +133,7 @@ export class BoincClient implements BoincRpc {
           .toString(),
       false,
       (t) => parseBatchId('create_batch', t),
+      req.signal,
     );
   }
 
@@ -166,10 +170,11 @@ export class BoincClient implements BoincRpc {
       },
       false,
       (t) => parseBatchId('submit_batch', t),
+      req.signal,
     );
   }
 
-  async queryBatch2(minModTime: string, batchNames: string[]): Promise<QueryBatch2Reply> {
+  async queryBatch2(minModTime: string, batchNames: string[], opts: CallOptions = {}): Promise<QueryBatch2Reply> {
     return this.call(
       'query_batch2',
       SUBMIT,
@@ -180,6 +185,7 @@ export class BoincClient implements BoincRpc {
       },
       true,
       (t) => parseQueryBatch2('query_batch2', t, batchNames.length),
+      opts.signal,
     );
   }
 
@@ -196,16 +202,18 @@ export class BoincClient implements BoincRpc {
       () => this.batchRef(this.req('query_batch'), 'query_batch', req).toString(),
       true,
       (t) => parseQueryBatch('query_batch', t),
+      req.signal,
     );
   }
 
-  async queryCompletedJob(jobName: string): Promise<CompletedJob> {
+  async queryCompletedJob(jobName: string, opts: CallOptions = {}): Promise<CompletedJob> {
     return this.call(
       'query_completed_job',
       SUBMIT,
       () => this.req('query_completed_job').el('job_name', jobName).toString(),
       true,
       (t) => parseCompletedJob('query_completed_job', t),
+      opts.signal,
     );
   }
 
@@ -222,10 +230,11 @@ export class BoincClient implements BoincRpc {
       },
       true,
       (t) => parseTemplates('get_templates', t),
+      req.signal,
     );
   }
 
-  async abortJobs(jobNames: string[]): Promise<void> {
+  async abortJobs(jobNames: string[], opts: CallOptions = {}): Promise<void> {
     if (jobNames.length === 0) return;
     await this.call(
       'abort_jobs',
@@ -237,6 +246,7 @@ export class BoincClient implements BoincRpc {
       },
       false,
       (t) => parseSuccess('abort_jobs', t),
+      opts.signal,
     );
   }
 
@@ -247,16 +257,18 @@ export class BoincClient implements BoincRpc {
       () => this.batchRef(this.req('retire_batch'), 'retire_batch', req).toString(),
       false,
       (t) => parseSuccess('retire_batch', t),
+      req.signal,
     );
   }
 
-  async setExpireTime(batchName: string, expireTime: number): Promise<void> {
+  async setExpireTime(batchName: string, expireTime: number, opts: CallOptions = {}): Promise<void> {
     await this.call(
       'set_expire_time',
       SUBMIT,
       () => this.req('set_expire_time').el('batch_name', batchName).el('expire_time', expireTime).toString(),
       true,
       (t) => parseSuccess('set_expire_time', t),
+      opts.signal,
     );
   }
 
@@ -276,6 +288,7 @@ export class BoincClient implements BoincRpc {
       // With a batch_id the real server links files to the batch, and a repeat fails.
       !linking,
       (t) => parseAbsentFiles('query_files', t, req.physNames.length),
+      req.signal,
     );
   }
 
@@ -298,6 +311,7 @@ export class BoincClient implements BoincRpc {
       },
       false,
       (t) => parseSuccess('upload_files', t),
+      req.signal,
       req.files.map((f) => ({ path: f.path, name: f.physName })),
     );
   }

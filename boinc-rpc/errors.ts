@@ -13,7 +13,11 @@ export type RpcErrorKind =
   | 'transport'
   /** An HTTP answer that is not the expected reply (bad XML, `ERROR: ` body, 4xx). */
   | 'protocol'
-  /** Nothing was sent: a local problem (unreadable input file, invalid argument, aborted). */
+  /**
+   * A local problem (unreadable input file, invalid argument): nothing was sent. Or the
+   * caller's AbortSignal fired: then `uncertain` says whether the request may have reached
+   * the server (an aborted non-idempotent call may have taken effect).
+   */
   | 'local';
 
 export class BoincRpcError extends Error {
@@ -34,6 +38,10 @@ export class BoincRpcError extends Error {
        * callers of non-idempotent RPCs must find out what happened before repeating.
        */
       uncertain?: boolean;
+      /** The call failed because an attempt got no answer within the timeout. */
+      timedOut?: boolean;
+      /** The caller's AbortSignal stopped the call. */
+      aborted?: boolean;
     } = {},
   ) {
     super(`${rpc} failed: ${serverMessage}`);
@@ -45,5 +53,13 @@ export class BoincRpcError extends Error {
 
   get uncertain(): boolean {
     return this.options.uncertain ?? false;
+  }
+
+  get timedOut(): boolean {
+    return this.options.timedOut ?? false;
+  }
+
+  get aborted(): boolean {
+    return this.options.aborted ?? false;
   }
 }

@@ -1,7 +1,15 @@
 /**
- * HTTP for the BOINC RPCs, with got: keep-alive agents, a timeout per call, retries with
+ * HTTP for the BOINC RPCs, with got: keep-alive agents, a timeout per attempt, retries with
  * exponential backoff and jitter for calls that are safe to repeat, bounded concurrency,
- * streamed multipart uploads and streamed downloads. Everything it reports is redacted.
+ * streamed multipart uploads and streamed downloads, cancellation by AbortSignal.
+ * Everything it reports is redacted.
+ *
+ * Time to an error is bounded (README, "Retries and time to error"): a call makes a new
+ * attempt only while less than 2 x timeoutMs have passed since its first attempt started
+ * (a download that received data restarts that clock), and never after a second attempt
+ * that got no answer within the timeout. So a server that hangs fails a call after two
+ * timeouts (plus one backoff), and fast failures (5xx, connection refused) are retried up to
+ * `retries` times within the same budget.
  */
 import got, { RequestError, TimeoutError } from 'got';
 import FormData from 'form-data';
@@ -33,13 +41,23 @@ export interface PostOptions {
   files?: Array<{ path: string; name: string }>;
   /** Checks the reply (throws BoincRpcError); a retryable failure is retried when idempotent. */
   parse: (body: Buffer) => void;
+  /** Stops the call wherever it is (queued, in flight, backing off): a 'local' error, `aborted`. */
+  signal?: AbortSignal;
 }
+
+/** A call makes no new attempt once this many timeouts have passed since its first attempt began. */
+export const CALL_BUDGET_TIMEOUTS = 2;
+/** Attempts that got no answer within the timeout, after which a call gives up. */
+export const MAX_TIMED_OUT_ATTEMPTS = 2;
+
+/** Rejection of a call whose signal fired while it waited for a slot. */
+class AbortedWhileQueued extends Error {}
 
 /** Codes of failures that happen before the request could reach the server. */
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ERR_INVALID_URL']);
 const NOT_SENT_TIMEOUTS = new Set(['lookup', 'connect', 'secureConnect']);
 
-/** Reads a file only when the multipart body reaches it (no descriptor held before). */
+/** Reads a file only when the multipart body reaches it (no descriptor held before); destroy() closes it. */
 class LazyFileStream extends Readable {
   private inner: fs.ReadStream | undefined;
 
@@ -204,7 +222,52 @@ export class Transport {
     } else {
       message = `${code ? code + ': ' : ''}${e?.message ?? String(err)}`;
     }
-    return new BoincRpcError(rpc, 'transport', this.redact(message), { uncertain: !notSent });
+    return new BoincRpcError(rpc, 'transport', this.redact(message), { uncertain: !notSent, ...(e instanceof TimeoutError ? { timedOut: true } : {}) });
+  }
+
+  /** The error of a call stopped by its signal; `mayHaveReached`: an attempt was under way. */
+  private abortedError(rpc: string, signal: AbortSignal, mayHaveReached: boolean): BoincRpcError {
+    const r: unknown = signal.reason;
+    let why = '';
+    if (typeof r === 'string' && r) why = `: ${r}`;
+    else if (r instanceof Error && r.name !== 'AbortError' && r.message) why = `: ${r.message}`;
+    return new BoincRpcError(rpc, 'local', this.redact(`aborted${why}`), { aborted: true, uncertain: mayHaveReached });
+  }
+
+  /**
+   * Whether a failed call may make another attempt: retryable, retries left, not closed,
+   * fewer than MAX_TIMED_OUT_ATTEMPTS timed-out attempts, and the next attempt would start
+   * within CALL_BUDGET_TIMEOUTS x timeoutMs of `since`.
+   */
+  private mayRetry(attempt: number, retryable: boolean, timeouts: number, since: number, delay: number): boolean {
+    if (!retryable || this.closed || attempt >= Math.max(0, this.opts.retries)) return false;
+    if (timeouts >= MAX_TIMED_OUT_ATTEMPTS) return false;
+    return Date.now() - since + delay < CALL_BUDGET_TIMEOUTS * this.opts.timeoutMs;
+  }
+
+  /**
+   * Runs fn when the concurrency queue has a slot. With a signal, a call still waiting for
+   * its slot rejects at once when the signal fires (fn then never runs); once fn has started
+   * it must handle the signal itself.
+   */
+  private inQueue<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    if (!signal) return this.queue.add(fn);
+    if (signal.aborted) return Promise.reject(new AbortedWhileQueued());
+    return new Promise<T>((resolve, reject) => {
+      let started = false;
+      const onAbort = () => {
+        if (!started) reject(new AbortedWhileQueued());
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.queue
+        .add(async () => {
+          signal.removeEventListener('abort', onAbort);
+          if (signal.aborted) return; // already rejected: free the slot at once
+          started = true;
+          resolve(await fn());
+        })
+        .catch(reject);
+    });
   }
 
   /**
@@ -221,16 +284,27 @@ export class Transport {
    */
   async post(rpc: string, url: string, request: string, opts: PostOptions): Promise<void> {
     const retries = Math.max(0, this.opts.retries);
+    const { signal } = opts;
+    let since: number | undefined;
+    let timeouts = 0;
     for (let attempt = 0; ; attempt++) {
+      if (signal?.aborted) throw this.abortedError(rpc, signal, false);
+      let started = false;
       try {
-        await this.queue.add(() => this.postOnce(rpc, url, request, opts));
+        await this.inQueue(() => {
+          started = true;
+          since ??= Date.now();
+          return this.postOnce(rpc, url, request, opts);
+        }, signal);
         return;
       } catch (err) {
+        if (signal?.aborted) throw this.abortedError(rpc, signal, started);
         const e = err instanceof BoincRpcError ? err : this.transportError(rpc, err);
-        if (attempt < retries && this.isRetryable(e, opts.idempotent) && !this.closed) {
-          const delay = this.backoff(attempt);
+        if (e.timedOut) timeouts++;
+        const delay = this.backoff(attempt);
+        if (this.mayRetry(attempt, this.isRetryable(e, opts.idempotent), timeouts, since ?? Date.now(), delay)) {
           this.log(`boinc-rpc ${rpc}: ${e.message}; retry ${attempt + 1}/${retries} in ${delay} ms`);
-          await this.sleep(delay);
+          await this.sleep(delay, signal);
           continue;
         }
         throw this.redactError(e);
@@ -238,8 +312,9 @@ export class Transport {
     }
   }
 
-  private async buildForm(rpc: string, request: string, files: PostOptions['files']): Promise<{ form: FormData; length: number }> {
+  private async buildForm(rpc: string, request: string, files: PostOptions['files']): Promise<{ form: FormData; length: number; streams: Readable[] }> {
     const form = new FormData();
+    const streams: Readable[] = [];
     form.append('request', request);
     if (files) {
       const sizes: number[] = [];
@@ -256,6 +331,7 @@ export class Transport {
         // form-data reads knownLength 0 as "unknown" and then cannot size the body: an
         // empty file is attached as an empty buffer instead (nothing to stream anyway).
         const content = sizes[i] === 0 ? Buffer.alloc(0) : new LazyFileStream(f.path);
+        if (content instanceof Readable) streams.push(content);
         form.append(`file_${i}`, content, {
           filename: f.name,
           contentType: 'application/octet-stream',
@@ -263,17 +339,18 @@ export class Transport {
         });
       });
     }
-    return { form, length: form.getLengthSync() };
+    return { form, length: form.getLengthSync(), streams };
   }
 
   private async postOnce(rpc: string, url: string, request: string, opts: PostOptions): Promise<void> {
     if (this.closed) throw new BoincRpcError(rpc, 'local', 'client closed');
     const started = Date.now();
-    const { form, length } = await this.buildForm(rpc, request, opts.files);
+    const { form, length, streams } = await this.buildForm(rpc, request, opts.files);
     const script = url.slice(url.lastIndexOf('/') + 1);
     let res;
     try {
       res = await got.post(url, {
+        signal: opts.signal,
         body: form,
         headers: { ...form.getHeaders(), 'content-length': String(length), 'user-agent': 'boinc-gahp' },
         // Uploads may take long: there the timeout is for inactivity and for the answer.
@@ -285,9 +362,12 @@ export class Transport {
         agent: { http: this.httpAgent, https: this.httpsAgent },
       });
     } catch (err) {
-      const e = this.transportError(rpc, err);
+      const e = opts.signal?.aborted ? this.abortedError(rpc, opts.signal, true) : this.transportError(rpc, err);
       this.log(`boinc-rpc ${rpc} ${script} failed after ${Date.now() - started} ms: ${e.serverMessage}`);
       throw e;
+    } finally {
+      // An attempt that failed mid-upload leaves its file streams open: close them.
+      for (const s of streams) s.destroy();
     }
     const status = res.statusCode;
     const body = res.body;
@@ -313,16 +393,30 @@ export class Transport {
    */
   async download(rpc: string, url: string, destPath: string, signal?: AbortSignal): Promise<{ bytes: number }> {
     const retries = Math.max(0, this.opts.retries);
+    let since: number | undefined;
+    let timeouts = 0;
     for (let attempt = 0; ; attempt++) {
-      if (signal?.aborted) throw new BoincRpcError(rpc, 'local', 'aborted');
+      if (signal?.aborted) throw this.abortedError(rpc, signal, false);
+      const progress = { bytes: 0 };
       try {
-        // No signal to p-queue: it would reject at once while the download still cleans up.
-        return await this.queue.add(() => this.downloadOnce(rpc, url, destPath, signal));
+        // inQueue, not p-queue's own signal: that would reject at once while a running
+        // download still cleans up its temp file.
+        return await this.inQueue(() => {
+          since ??= Date.now();
+          return this.downloadOnce(rpc, url, destPath, signal, progress);
+        }, signal);
       } catch (err) {
-        if (signal?.aborted) throw new BoincRpcError(rpc, 'local', 'aborted');
+        if (signal?.aborted) throw this.abortedError(rpc, signal, false);
         const e = err instanceof BoincRpcError ? err : this.transportError(rpc, err);
-        if (attempt < retries && e.kind === 'transport' && !this.closed) {
-          const delay = this.backoff(attempt);
+        if (e.timedOut) timeouts++;
+        // An attempt that received data was no hang: the budget starts again (a long
+        // download cut near its end is retried; `retries` still bounds the attempts).
+        if (progress.bytes > 0) {
+          since = Date.now();
+          timeouts = e.timedOut ? 1 : 0;
+        }
+        const delay = this.backoff(attempt);
+        if (this.mayRetry(attempt, e.kind === 'transport', timeouts, since ?? Date.now(), delay)) {
           this.log(`boinc-rpc ${rpc}: ${e.message}; retry ${attempt + 1}/${retries} in ${delay} ms`);
           await this.sleep(delay, signal);
           continue;
@@ -332,8 +426,8 @@ export class Transport {
     }
   }
 
-  private async downloadOnce(rpc: string, url: string, destPath: string, signal?: AbortSignal): Promise<{ bytes: number }> {
-    if (signal?.aborted) throw new BoincRpcError(rpc, 'local', 'aborted');
+  private async downloadOnce(rpc: string, url: string, destPath: string, signal: AbortSignal | undefined, progress: { bytes: number }): Promise<{ bytes: number }> {
+    if (signal?.aborted) throw this.abortedError(rpc, signal, false);
     if (this.closed) throw new BoincRpcError(rpc, 'local', 'client closed');
     const started = Date.now();
     const dir = path.dirname(destPath);
@@ -346,7 +440,8 @@ export class Transport {
       headers: { 'user-agent': 'boinc-gahp' },
     });
     let out: fs.WriteStream | undefined;
-    const onAbort = () => stream.destroy(new BoincRpcError(rpc, 'local', 'aborted'));
+    let check: ErrorBodyCheck | undefined;
+    const onAbort = () => stream.destroy(this.abortedError(rpc, signal!, false));
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       const response = await new Promise<http.IncomingMessage>((resolve, reject) => {
@@ -362,7 +457,7 @@ export class Transport {
           httpStatus: status,
         });
       }
-      const check = new ErrorBodyCheck();
+      check = new ErrorBodyCheck();
       try {
         out = fs.createWriteStream(tmp, { flags: 'wx' });
         await pipeline(stream, check, out);
@@ -377,6 +472,7 @@ export class Transport {
       this.log(`boinc-rpc ${rpc} get_output.php HTTP ${status} ${check.bytes} bytes in ${Date.now() - started} ms`);
       return { bytes: check.bytes };
     } catch (err) {
+      progress.bytes = check?.bytes ?? 0;
       stream.destroy();
       if (out) {
         // The file may still be opening: wait until it is closed, or it reappears after rm.

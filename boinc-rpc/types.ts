@@ -8,9 +8,17 @@ export interface BoincClientOptions {
   projectUrl: string;
   /** The user's authenticator: a secret, never logged nor put in error messages. */
   authenticator: string;
-  /** Timeout of one HTTP call in milliseconds (default 60000). */
+  /**
+   * Timeout of one HTTP attempt in milliseconds (default 60000): for the whole exchange, or
+   * for uploads and downloads, for inactivity and for the answer after the body was sent.
+   */
   timeoutMs?: number;
-  /** Retries for calls that are safe to repeat (default 4), with backoff and jitter. */
+  /**
+   * Retries for calls that are safe to repeat (default 4), with backoff and jitter. Bounded
+   * in time too: no new attempt once 2 x timeoutMs have passed since the first began, and
+   * none after a second attempt that timed out. A hanging server fails a call after two
+   * timeouts; fast failures (5xx, connection refused) use the retries within that budget.
+   */
   retries?: number;
   /** First backoff delay in milliseconds (default 250), doubled each retry. */
   retryBaseMs?: number;
@@ -18,6 +26,16 @@ export interface BoincClientOptions {
   concurrency?: number;
   /** Optional debug sink for one line per call (already redacted). */
   log?: (line: string) => void;
+}
+
+/**
+ * Options every RPC takes (as a field of its request object, or as its last argument).
+ * `signal` stops the call wherever it is (queued, in flight, backing off): it fails with a
+ * 'local' BoincRpcError whose `aborted` is true, `uncertain` when the request may have
+ * reached the server (an aborted non-idempotent call may have taken effect).
+ */
+export interface CallOptions {
+  signal?: AbortSignal;
 }
 
 /** Optional per-job resource parameters; undefined means unset (sent as omitted/0). */
@@ -29,7 +47,7 @@ export interface JobParams {
   delayBound?: number;
 }
 
-export interface CreateBatchRequest {
+export interface CreateBatchRequest extends CallOptions {
   batchName: string;
   appName: string;
   /** Unix time after which the server may delete the batch (the lease). */
@@ -44,7 +62,7 @@ export interface SubmitJob {
   inputFiles: string[];
 }
 
-export interface SubmitBatchRequest {
+export interface SubmitBatchRequest extends CallOptions {
   /** 0 asks the server to create the batch (avoid: a failure leaves an orphan). */
   batchId: number;
   batchName: string;
@@ -64,7 +82,7 @@ export interface QueryBatch2Reply {
   batches: Array<{ jobs: Array<{ name: string; status: BoincJobStatus }> }>;
 }
 
-export interface QueryBatchRequest {
+export interface QueryBatchRequest extends CallOptions {
   batchId?: number;
   batchName?: string;
 }
@@ -91,7 +109,7 @@ export interface CompletedJob {
   stderrOut: string;
 }
 
-export interface TemplatesRequest {
+export interface TemplatesRequest extends CallOptions {
   appName?: string;
   jobName?: string;
 }
@@ -103,7 +121,7 @@ export interface AppTemplates {
   outputOpenNames: string[];
 }
 
-export interface QueryFilesRequest {
+export interface QueryFilesRequest extends CallOptions {
   physNames: string[];
   /** Links present files to this batch. On the real server NOT idempotent. */
   batchId?: number;
@@ -116,32 +134,31 @@ export interface UploadFile {
   path: string;
 }
 
-export interface UploadFilesRequest {
+export interface UploadFilesRequest extends CallOptions {
   files: UploadFile[];
   batchId?: number;
   deleteTime?: number;
 }
 
-export interface FetchOutputRequest {
+export interface FetchOutputRequest extends CallOptions {
   jobName: string;
   /** Index of the output file in the app's output template. */
   fileNum: number;
   /** Written complete or not at all (temp file beside it, renamed into place). */
   destPath: string;
-  signal?: AbortSignal;
 }
 
 export interface BoincRpc {
-  ping(): Promise<void>;
+  ping(opts?: CallOptions): Promise<void>;
   createBatch(req: CreateBatchRequest): Promise<number>;
   submitBatch(req: SubmitBatchRequest): Promise<number>;
-  queryBatch2(minModTime: string, batchNames: string[]): Promise<QueryBatch2Reply>;
+  queryBatch2(minModTime: string, batchNames: string[], opts?: CallOptions): Promise<QueryBatch2Reply>;
   queryBatch(req: QueryBatchRequest): Promise<QueryBatchReply>;
-  queryCompletedJob(jobName: string): Promise<CompletedJob>;
+  queryCompletedJob(jobName: string, opts?: CallOptions): Promise<CompletedJob>;
   getTemplates(req: TemplatesRequest): Promise<AppTemplates>;
-  abortJobs(jobNames: string[]): Promise<void>;
+  abortJobs(jobNames: string[], opts?: CallOptions): Promise<void>;
   retireBatch(req: QueryBatchRequest): Promise<void>;
-  setExpireTime(batchName: string, expireTime: number): Promise<void>;
+  setExpireTime(batchName: string, expireTime: number, opts?: CallOptions): Promise<void>;
   /** Returns the indices (into physNames) of files the server lacks. */
   queryFiles(req: QueryFilesRequest): Promise<number[]>;
   uploadFiles(req: UploadFilesRequest): Promise<void>;

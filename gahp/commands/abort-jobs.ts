@@ -17,9 +17,9 @@ export function abortJobsCommand(services: GahpServices): AsyncCommand<AbortJobs
       if (args.some((a) => a.length === 0)) throw new ArgumentError('empty job name');
       return { jobNames: [...new Set(args)] };
     },
-    async run(req) {
+    async run(req, ctx) {
       const { rpc } = services.session.rpc();
-      await rpc.abortJobs(req.jobNames);
+      await rpc.abortJobs(req.jobNames, { signal: ctx.signal });
       return ['NULL'];
     },
   };

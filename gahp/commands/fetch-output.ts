@@ -67,9 +67,9 @@ function fixed6(x: number): string {
 }
 
 /** Asks for the completed instance; turns the real server's fatal error into a clear message. */
-async function completedJob(rpc: BoincRpc, jobName: string): Promise<CompletedJob> {
+async function completedJob(rpc: BoincRpc, jobName: string, signal: AbortSignal): Promise<CompletedJob> {
   try {
-    return await rpc.queryCompletedJob(jobName);
+    return await rpc.queryCompletedJob(jobName, { signal });
   } catch (err) {
     if (err instanceof BoincRpcError && err.kind === 'fatal') {
       throw new Error(
@@ -90,7 +90,10 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<FetchOu
     parse: parseFetchOutput,
     async run(req, ctx) {
       const { rpc } = services.session.rpc();
-      const [templates, job] = await Promise.all([rpc.getTemplates({ jobName: req.jobName }), completedJob(rpc, req.jobName)]);
+      const [templates, job] = await Promise.all([
+        rpc.getTemplates({ jobName: req.jobName, signal: ctx.signal }),
+        completedJob(rpc, req.jobName, ctx.signal),
+      ]);
       const hasCanonical = (job.canonicalResultId ?? 0) > 0;
       const hasError = (job.errorResultId ?? 0) > 0;
       if (!hasCanonical && !hasError) {

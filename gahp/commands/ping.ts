@@ -15,7 +15,7 @@ export function pingCommand(services: GahpServices): AsyncCommand<Record<string,
     async run(_req, ctx) {
       const { rpc } = services.session.rpc();
       // A ping holds nothing to clean up: on shutdown stop waiting for it at once.
-      await untilAborted(rpc.ping(), ctx.signal);
+      await untilAborted(rpc.ping({ signal: ctx.signal }), ctx.signal);
       return ['NULL'];
     },
   };

@@ -175,7 +175,7 @@ export function queryBatchesCommand(services: GahpServices): AsyncCommand<QueryB
     async run(req, ctx) {
       const { project, rpc } = services.session.rpc();
       const t0 = performance.now();
-      const reply = await rpc.queryBatch2(serverMinModTime(req.minModTime), req.batchNames);
+      const reply = await rpc.queryBatch2(serverMinModTime(req.minModTime), req.batchNames, { signal: ctx.signal });
       const t1 = performance.now();
       const { tokens, ledger } = await buildQueryResult(reply, req.batchNames, {
         for: (batchName) => reported.batch(project.url, batchName),

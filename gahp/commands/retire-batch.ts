@@ -22,7 +22,7 @@ export function retireBatchCommand(services: GahpServices): AsyncCommand<RetireB
     },
     async run(req, ctx) {
       const { project, rpc } = services.session.rpc();
-      await rpc.retireBatch({ batchName: req.batchName });
+      await rpc.retireBatch({ batchName: req.batchName, signal: ctx.signal });
       if (services.ledger.get(project.url, req.batchName)) {
         try {
           await services.ledger.upsert(project.url, req.batchName, { state: 'retired' });

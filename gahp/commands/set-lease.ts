@@ -26,7 +26,7 @@ export function setLeaseCommand(services: GahpServices): AsyncCommand<SetLeaseRe
     },
     async run(req, ctx) {
       const { project, rpc } = services.session.rpc();
-      await rpc.setExpireTime(req.batchName, req.expireTime);
+      await rpc.setExpireTime(req.batchName, req.expireTime, { signal: ctx.signal });
       if (services.ledger.get(project.url, req.batchName)) {
         try {
           await services.ledger.upsert(project.url, req.batchName, { leaseExpiresAt: req.expireTime });

@@ -23,6 +23,10 @@
  *  6. submit_batch into that batch id: jobs in order, job params, app_version_num; ledger
  *     'submitted'.
  * Commands for one batch name run one at a time in this GAHP.
+ *
+ * Every RPC carries the command's signal: QUIT, EOF or the command timeout cancel calls in
+ * flight (uploads included) at once. Retries are bounded in time (README, "Retries and time
+ * to error"): create_batch is tried again after a timeout at most once.
  */
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import type { BoincRpc, QueryBatchReply, SubmitJob } from '../../boinc-rpc/types.js';
@@ -54,7 +58,19 @@ async function step<T>(what: string, fn: () => Promise<T> | T): Promise<T> {
   }
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Waits ms, or less when the signal fires; then throws if it fired. */
+async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+  signal?.throwIfAborted();
+}
 
 const noSuchBatch = (err: unknown) => err instanceof BoincRpcError && err.kind === 'server' && /no such batch|no batch named/i.test(err.serverMessage);
 
@@ -64,15 +80,15 @@ const noSuchBatch = (err: unknown) => err instanceof BoincRpcError && err.kind =
  * that kills the PHP (fatal reply), query_batch2 tells whether the batch exists and which
  * jobs it holds, and the id comes from the ledger (knownId).
  */
-async function findBatch(rpc: BoincRpc, batchName: string, knownId?: number): Promise<QueryBatchReply | undefined> {
+async function findBatch(rpc: BoincRpc, batchName: string, knownId: number | undefined, signal: AbortSignal | undefined): Promise<QueryBatchReply | undefined> {
   try {
-    return await rpc.queryBatch({ batchName });
+    return await rpc.queryBatch({ batchName, signal });
   } catch (err) {
     if (noSuchBatch(err)) return undefined;
     if (!(err instanceof BoincRpcError) || err.kind !== 'fatal') throw err;
     let reply;
     try {
-      reply = await rpc.queryBatch2('0', [batchName]);
+      reply = await rpc.queryBatch2('0', [batchName], { signal });
     } catch (err2) {
       if (noSuchBatch(err2)) return undefined;
       throw err2;
@@ -134,13 +150,14 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     }, () => undefined);
 
     // 3. Template: counts and order.
-    const templates = await step('get_templates', () => rpc.getTemplates({ appName: req.appName }));
+    const { signal } = ctx;
+    const templates = await step('get_templates', () => rpc.getTemplates({ appName: req.appName, signal }));
     const { jobs, reordered } = await step('checking input files against the app template', () => orderInputs(req.jobs, templates.inputOpenNames));
     if (reordered) log.debug(`${tag}: inputs put in template order (${templates.inputOpenNames.join(', ')})`);
 
     // 4. What exists already.
     const record = ledger.get(project.url, req.batchName);
-    const existing = await step('looking for an existing batch (query_batch)', () => findBatch(rpc, req.batchName, record?.batchId));
+    const existing = await step('looking for an existing batch (query_batch)', () => findBatch(rpc, req.batchName, record?.batchId, signal));
 
     // 4a. A batch of this name with exactly these jobs: done already (hashes only serve
     // the ledger, which may know the batch already).
@@ -170,7 +187,7 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
       if (present.size > 0) {
         // An earlier submit_batch may still be creating jobs: wait until it is done, then
         // look again (it may have completed the batch).
-        const settled = await step('waiting for an interrupted submit_batch to settle (query_batch)', () => settledBatch(rpc, req.batchName, existing));
+        const settled = await step('waiting for an interrupted submit_batch to settle (query_batch)', () => settledBatch(rpc, req.batchName, signal, existing));
         const now = new Set(settled?.jobs.map((j) => j.name) ?? []);
         if (!settled || [...now].some((n) => !ours.has(n)) || settled.state !== 0 || now.size !== present.size) {
           if (settled && now.size === ours.size && [...now].every((n) => ours.has(n))) {
@@ -185,13 +202,13 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
       log.info(`${tag}: reusing batch ${batchId} left by an earlier attempt (${present.size} of ${ours.size} jobs present)`);
       // Its lease may be short or past (the server may then collect it): give it a full one.
       const expireTime = Math.floor(Date.now() / 1000) + config.defaultLeaseSeconds;
-      await step('renewing the lease of the existing batch (set_expire_time)', () => rpc.setExpireTime(req.batchName, expireTime));
+      await step('renewing the lease of the existing batch (set_expire_time)', () => rpc.setExpireTime(req.batchName, expireTime, { signal }));
       await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'staging', batchId, leaseExpiresAt: expireTime });
     } else {
       // 4b. Create the batch. The ledger first knows we may be creating it.
       await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'creating', physFiles: [], jobs: {} });
       const expireTime = Math.floor(Date.now() / 1000) + config.defaultLeaseSeconds;
-      batchId = await step('create_batch', () => createBatch(rpc, req, expireTime));
+      batchId = await step('create_batch', () => createBatch(rpc, req, expireTime, signal));
       await ledger.upsert(project.url, req.batchName, { state: 'staging', batchId, leaseExpiresAt: expireTime });
       if (record?.batchId !== undefined && record.batchId !== batchId) log.info(`${tag}: the ledger's batch ${record.batchId} is gone from the server`);
     }
@@ -244,7 +261,7 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
       commandLine: commandLine(job),
       inputFiles: job.inputs.map((i) => physName(hashed.files.get(i.src)!.md5)),
     }));
-    await step('submit_batch', () => submitBatch(rpc, req, batchId, boincJobs));
+    await step('submit_batch', () => submitBatch(rpc, req, batchId, boincJobs, signal));
     await recordSubmitted(batchId, jobs, hashed);
     log.info(`${tag}: submitted ${boincJobs.length} jobs into batch ${batchId} in ${Date.now() - tStaged} ms (total ${Date.now() - t0} ms)`);
     return ['NULL'];
@@ -260,26 +277,29 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
 
   /**
    * create_batch. A failure that may have taken effect is checked with query_batch before
-   * anything is repeated: never two batches of one name.
+   * anything is repeated: never two batches of one name. At most four attempts, and none
+   * after a second one that timed out.
    */
-  async function createBatch(rpc: BoincRpc, req: SubmitRequest, expireTime: number): Promise<number> {
+  async function createBatch(rpc: BoincRpc, req: SubmitRequest, expireTime: number, signal: AbortSignal): Promise<number> {
+    let timeouts = 0;
     for (let attempt = 0; ; attempt++) {
       try {
-        return await rpc.createBatch({ batchName: req.batchName, appName: req.appName, expireTime });
+        return await rpc.createBatch({ batchName: req.batchName, appName: req.appName, expireTime, signal });
       } catch (err) {
         if (!(err instanceof BoincRpcError) || attempt >= 3) throw err;
         if (err.kind === 'server' || err.kind === 'local') throw err;
-        await sleep(300 * 2 ** attempt);
+        if (err.timedOut && ++timeouts >= 2) throw err;
+        await sleep(300 * 2 ** attempt, signal);
         if (err.uncertain || err.kind === 'fatal') {
           // It may have been created: look before creating again (twice, in case it is
           // still being processed).
           for (let look = 0; look < 2; look++) {
-            const found = await findBatch(rpc, req.batchName);
+            const found = await findBatch(rpc, req.batchName, undefined, signal);
             if (found) {
               if (found.jobs.length > 0 || found.state !== 0) throw new Error(`batch ${req.batchName} appeared on the server with ${found.jobs.length} jobs in state ${found.state}`);
               return found.id;
             }
-            if (look === 0) await sleep(1000);
+            if (look === 0) await sleep(1000, signal);
           }
         }
       }
@@ -290,11 +310,11 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
    * query_batch until the batch's job count has not changed for settleMs (a submit_batch
    * whose client went away may still be creating jobs on the server), at most `rounds` looks.
    */
-  async function settledBatch(rpc: BoincRpc, batchName: string, first?: QueryBatchReply, settleMs = 2000, rounds = 6): Promise<QueryBatchReply | undefined> {
-    let cur = first ?? (await findBatch(rpc, batchName));
+  async function settledBatch(rpc: BoincRpc, batchName: string, signal: AbortSignal, first?: QueryBatchReply, settleMs = 2000, rounds = 6): Promise<QueryBatchReply | undefined> {
+    let cur = first ?? (await findBatch(rpc, batchName, undefined, signal));
     for (let i = 0; cur && i < rounds; i++) {
-      await sleep(settleMs);
-      const next = await findBatch(rpc, batchName);
+      await sleep(settleMs, signal);
+      const next = await findBatch(rpc, batchName, undefined, signal);
       if (!next || next.jobs.length === cur.jobs.length) return next;
       cur = next;
     }
@@ -305,22 +325,23 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
    * submit_batch. Only a failure that certainly did not reach the server is repeated; after
    * an uncertain one the batch is looked at: holding all the jobs means success.
    */
-  async function submitBatch(rpc: BoincRpc, req: SubmitRequest, batchId: number, jobs: SubmitJob[]): Promise<void> {
+  async function submitBatch(rpc: BoincRpc, req: SubmitRequest, batchId: number, jobs: SubmitJob[], signal: AbortSignal): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       try {
-        const req2 = { batchId, batchName: req.batchName, appName: req.appName, jobParams: req.jobParams, jobs };
+        const req2 = { batchId, batchName: req.batchName, appName: req.appName, jobParams: req.jobParams, jobs, signal };
         await rpc.submitBatch(req.appVersionNum !== undefined ? { ...req2, appVersionNum: req.appVersionNum } : req2);
         return;
       } catch (err) {
         if (!(err instanceof BoincRpcError)) throw err;
         if (err.kind === 'transport' && !err.uncertain && attempt < 3) {
-          await sleep(300 * 2 ** attempt);
+          await sleep(300 * 2 ** attempt, signal);
           continue;
         }
+        if (err.aborted) throw err;
         if (err.uncertain || err.kind === 'fatal' || err.kind === 'transport') {
           // The server may still be creating the jobs (BOINC's create_work is slow): look
           // until their number stops growing.
-          const found = await settledBatch(rpc, req.batchName).catch(() => undefined);
+          const found = await settledBatch(rpc, req.batchName, signal).catch(() => undefined);
           if (found) {
             const have = new Set(found.jobs.map((j) => j.name));
             const missing = jobs.filter((j) => !have.has(j.name)).length;

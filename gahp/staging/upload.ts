@@ -11,12 +11,19 @@
  *   batch_id (idempotent); present files are then linked one name per call, where a
  *   `Duplicate entry` answer proves the file was already linked. Only absent files are
  *   uploaded again. Bounded retries with backoff.
+ * - Retry layers do not multiply: a call the RPC client already retried (transport
+ *   failures of idempotent calls) is not repeated here, and every loop that repeats a
+ *   non-idempotent call gives up after its second attempt that timed out. So a server that
+ *   stops answering fails staging within about three RPC timeouts.
+ * - The signal (QUIT, EOF, the command timeout) cancels every call in flight, uploads
+ *   included; an aborted upload is uncertain, which a repeated BOINC_SUBMIT recovers from.
  * - Before a file is uploaded its identity (dev, ino, size, mtime) is checked against the
  *   one that was hashed: a file changed since is never uploaded under a stale name.
  */
 import * as fs from 'node:fs';
 import PQueue from 'p-queue';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
+import { isCutShort } from '../../boinc-rpc/xml.js';
 import type { BoincRpc } from '../../boinc-rpc/types.js';
 import type { FileKey } from './hash-types.js';
 import { chunks } from './plan.js';
@@ -41,7 +48,7 @@ export interface StageOptions {
   uploadConcurrency: number;
   uploadBatchBytes: number;
   uploadBatchFiles: number;
-  /** Attempts per upload group before giving up (default 5). */
+  /** Attempts per upload group before giving up (default 5; fewer when attempts time out). */
   maxAttempts?: number;
   /** First backoff delay in ms (default 250). */
   retryBaseMs?: number;
@@ -70,6 +77,14 @@ export class StagingError extends Error {
 const QUERY_CHUNK = 1000;
 
 const isDuplicate = (err: unknown) => err instanceof BoincRpcError && /Duplicate entry/i.test(err.serverMessage);
+
+/** Attempts that timed out after which a loop repeating a call gives up. */
+const MAX_TIMEOUTS = 2;
+
+const timedOut = (err: unknown) => err instanceof BoincRpcError && err.timedOut;
+
+/** Failures the RPC client already retried (idempotent calls): not to be repeated again. */
+const clientRetried = (err: unknown) => err instanceof BoincRpcError && (err.kind === 'transport' || isCutShort(err));
 
 /** Errors that repeating cannot fix: give up at once. */
 function isPermanent(err: unknown): boolean {
@@ -105,14 +120,29 @@ export function createStager(opts: StageOptions): Stager {
   const maxAttempts = opts.maxAttempts ?? 5;
   const baseMs = opts.retryBaseMs ?? 250;
   const report: StageReport = { present: 0, uploaded: 0, uploadedBytes: 0, uploadRequests: 0, recoveries: 0 };
+  const signal = opts.signal;
   const aborted = () => {
-    if (opts.signal?.aborted) throw new StagingError('the GAHP is shutting down');
+    if (signal?.aborted) {
+      const r: unknown = signal.reason;
+      throw new StagingError(r instanceof Error && r.name !== 'AbortError' && r.message ? r.message : 'the GAHP is shutting down');
+    }
   };
-  const sleep = (attempt: number) => new Promise((r) => setTimeout(r, Math.min(5000, baseMs * 2 ** attempt * (0.5 + Math.random()))));
+  /** Backoff; cut short when the signal fires (the next aborted() check then throws). */
+  const sleep = (attempt: number) =>
+    new Promise<void>((resolve) => {
+      const t = setTimeout(done, Math.min(5000, baseMs * 2 ** attempt * (0.5 + Math.random())));
+      function done() {
+        clearTimeout(t);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      }
+      signal?.addEventListener('abort', done, { once: true });
+    });
 
   /**
-   * Repeats an idempotent call on errors that are not permanent. The RPC client already
-   * retries idempotent calls with backoff, so one more round here is enough.
+   * Repeats an idempotent call once on errors that are neither permanent nor already
+   * retried by the RPC client (transport failures, cut-short replies: those it repeats
+   * itself, within its time budget).
    */
   async function retrying<T>(what: string, fn: () => Promise<T>): Promise<T> {
     for (let attempt = 0; ; attempt++) {
@@ -120,7 +150,7 @@ export function createStager(opts: StageOptions): Stager {
       try {
         return await fn();
       } catch (err) {
-        if (isPermanent(err) || attempt + 1 >= 2) throw err;
+        if (isPermanent(err) || clientRetried(err) || attempt + 1 >= 2) throw err;
         log(`staging: ${what}: ${(err as Error).message}; retrying`);
         await sleep(attempt);
       }
@@ -132,7 +162,7 @@ export function createStager(opts: StageOptions): Stager {
     const present: StageFile[] = [];
     const absent: StageFile[] = [];
     for (const part of chunks(list, QUERY_CHUNK)) {
-      const idx = await retrying('query_files', () => rpc.queryFiles({ physNames: part.map((f) => f.physName), deleteTime }));
+      const idx = await retrying('query_files', () => rpc.queryFiles({ physNames: part.map((f) => f.physName), deleteTime, signal }));
       const missing = new Set(idx);
       part.forEach((f, i) => (missing.has(i) ? absent : present).push(f));
     }
@@ -144,14 +174,16 @@ export function createStager(opts: StageOptions): Stager {
    * false when the file turned out absent (deleted meanwhile): it must be uploaded.
    */
   async function linkOne(f: StageFile): Promise<boolean> {
+    let timeouts = 0;
     for (let attempt = 0; ; attempt++) {
       aborted();
       try {
-        const idx = await rpc.queryFiles({ physNames: [f.physName], batchId, deleteTime });
+        const idx = await rpc.queryFiles({ physNames: [f.physName], batchId, deleteTime, signal });
         return idx.length === 0;
       } catch (err) {
         if (isDuplicate(err) && !/jf_name|md5/i.test((err as BoincRpcError).serverMessage)) return true;
-        if (isPermanent(err) || attempt + 1 >= maxAttempts) throw err;
+        if (timedOut(err)) timeouts++;
+        if (isPermanent(err) || attempt + 1 >= maxAttempts || timeouts >= MAX_TIMEOUTS) throw err;
         await sleep(attempt);
       }
     }
@@ -161,9 +193,15 @@ export function createStager(opts: StageOptions): Stager {
   async function linkEach(list: readonly StageFile[]): Promise<StageFile[]> {
     const absent: StageFile[] = [];
     const q = new PQueue({ concurrency: Math.max(1, opts.uploadConcurrency) });
-    await Promise.all(list.map((f) => q.add(async () => {
-      if (!(await linkOne(f))) absent.push(f);
-    })));
+    try {
+      await Promise.all(list.map((f) => q.add(async () => {
+        if (!(await linkOne(f))) absent.push(f);
+      })));
+    } catch (err) {
+      // The first failure ends this recovery: start no more links for it.
+      q.clear();
+      throw err;
+    }
     return absent;
   }
 
@@ -177,7 +215,7 @@ export function createStager(opts: StageOptions): Stager {
     for (const part of chunks(list, QUERY_CHUNK)) {
       aborted();
       try {
-        const idx = new Set(await rpc.queryFiles({ physNames: part.map((f) => f.physName), batchId, deleteTime }));
+        const idx = new Set(await rpc.queryFiles({ physNames: part.map((f) => f.physName), batchId, deleteTime, signal }));
         part.forEach((f, i) => (idx.has(i) ? toUpload.push(f) : report.present++));
       } catch (err) {
         if (isPermanent(err) && !isDuplicate(err)) throw err;
@@ -200,7 +238,7 @@ export function createStager(opts: StageOptions): Stager {
     let gone: StageFile[] | undefined;
     if (optimistic && present.length > 0 && present.length <= QUERY_CHUNK) {
       try {
-        const idx = new Set(await rpc.queryFiles({ physNames: present.map((f) => f.physName), batchId, deleteTime }));
+        const idx = new Set(await rpc.queryFiles({ physNames: present.map((f) => f.physName), batchId, deleteTime, signal }));
         gone = present.filter((_, i) => idx.has(i));
       } catch (err) {
         if (isPermanent(err) && !isDuplicate(err)) throw err;
@@ -226,17 +264,19 @@ export function createStager(opts: StageOptions): Stager {
 
   async function uploadGroup(group: StageFile[]): Promise<void> {
     let todo = group;
+    let timeouts = 0;
     for (let attempt = 0; todo.length > 0; attempt++) {
       aborted();
       for (const f of todo) checkUnchanged(f);
       try {
         report.uploadRequests++;
-        await rpc.uploadFiles({ files: todo.map((f) => ({ physName: f.physName, path: f.path })), batchId, deleteTime });
+        await rpc.uploadFiles({ files: todo.map((f) => ({ physName: f.physName, path: f.path })), batchId, deleteTime, signal });
         report.uploaded += todo.length;
         for (const f of todo) report.uploadedBytes += f.size;
         return;
       } catch (err) {
-        if ((isPermanent(err) && !isDuplicate(err)) || attempt + 1 >= maxAttempts) throw err;
+        if (timedOut(err)) timeouts++;
+        if ((isPermanent(err) && !isDuplicate(err)) || attempt + 1 >= maxAttempts || timeouts >= MAX_TIMEOUTS) throw err;
         log(`staging: upload_files of ${todo.length} files failed (${(err as Error).message}); finding out what arrived`);
         report.recoveries++;
         await sleep(attempt);

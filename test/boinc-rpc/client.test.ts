@@ -384,6 +384,70 @@ describe('transport and faults', () => {
     expect(Date.now() - t0).toBeLessThan(3000);
   });
 
+  test('a hang fails a safe call after two timed-out attempts, whatever the retries left', async () => {
+    server.injectFault({ script: 'submit_rpc_handler.php', rpc: 'ping', kind: 'hang', count: 10 });
+    const before = server.rpcLog().length;
+    const t0 = Date.now();
+    const e = await rejection(client({ timeoutMs: 300, retries: 4 }).ping());
+    const ms = Date.now() - t0;
+    expect(e.kind).toBe('transport');
+    expect(e.timedOut).toBe(true);
+    expect(server.rpcLog().length - before).toBe(2);
+    expect(ms).toBeGreaterThanOrEqual(590);
+    expect(ms).toBeLessThan(1500);
+  });
+
+  test('no new attempt starts past the call budget of 2 x timeout, even after fast failures', async () => {
+    server.injectFault({ script: 'submit_rpc_handler.php', rpc: 'ping', kind: '5xx', count: 10 });
+    const before = server.rpcLog().length;
+    // The first backoff (1000-3000 ms) would end past the budget (600 ms): no retry.
+    const e = await rejection(client({ timeoutMs: 300, retries: 4, retryBaseMs: 2000 }).ping());
+    expect(e.options.httpStatus).toBe(500);
+    expect(e.timedOut).toBe(false);
+    expect(server.rpcLog().length - before).toBe(1);
+  });
+
+  test('an upload in flight is cancelled by its signal: a local error, aborted and uncertain, at once', async () => {
+    server.injectFault({ script: 'job_file.php', rpc: 'upload_files', kind: 'hang', count: 1 });
+    const f = writeTmp(crypto.randomBytes(2 << 20));
+    const ac = new AbortController();
+    const c = client({ timeoutMs: 5000 });
+    const p = c.uploadFiles({ files: [f], signal: ac.signal });
+    setTimeout(() => ac.abort(), 200);
+    const t0 = Date.now();
+    const e = await rejection(p);
+    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(e.kind).toBe('local');
+    expect(e.aborted).toBe(true);
+    expect(e.uncertain).toBe(true);
+    expect(e.message).toBe('upload_files failed: aborted');
+    // The client still works, and the file is absent (the hang never stored it).
+    expect(await c.queryFiles({ physNames: [f.physName] })).toEqual([0]);
+  });
+
+  test('a call waiting for a slot is cancelled without being sent; the reason is in the message', async () => {
+    server.injectFault({ script: 'submit_rpc_handler.php', rpc: 'ping', kind: 'hang', count: 1 });
+    const c = client({ timeoutMs: 5000, concurrency: 1 });
+    const first = new AbortController();
+    const second = new AbortController();
+    const before = server.rpcLog().length;
+    const p1 = c.ping({ signal: first.signal });
+    const p2 = c.queryBatch2('0', [], { signal: second.signal });
+    await new Promise((r) => setTimeout(r, 100));
+    second.abort(new Error('command timeout of 5 s reached'));
+    const e2 = await rejection(p2);
+    expect(e2.message).toBe('query_batch2 failed: aborted: command timeout of 5 s reached');
+    expect(e2.uncertain).toBe(false);
+    first.abort();
+    const e1 = await rejection(p1);
+    expect(e1.aborted).toBe(true);
+    expect(server.rpcLog().slice(before).map((x) => x.rpc)).toEqual(['ping']);
+    // An already aborted signal sends nothing.
+    const e3 = await rejection(c.ping({ signal: AbortSignal.abort() }));
+    expect(e3.aborted).toBe(true);
+    expect(server.rpcLog().length - before).toBe(1);
+  });
+
   test('a timeout on create_batch after sending: uncertain, not repeated', async () => {
     server.injectFault({ script: 'submit_rpc_handler.php', rpc: 'create_batch', kind: 'hang' });
     const before = server.rpcLog().length;

@@ -1,6 +1,7 @@
 /**
  * QUIT (and EOF) while submits are uploading and fetches are downloading: the real GAHP
- * exits within a few seconds, leaving no temporary file in the output directories or the
+ * exits promptly (uploads and downloads are cancelled, not waited for: well under the
+ * server's 3 s grace), leaving no temporary file in the output directories or the
  * state directory and no partial file under a destination name; the ledger and hash cache
  * are sound; a new GAHP then completes the same commands.
  */
@@ -32,7 +33,7 @@ afterAll(async () => {
 });
 
 describe.each(['QUIT', 'EOF'])('%s with work in flight', (how) => {
-  test('exits within a few seconds, nothing temporary or partial left; a new GAHP completes the same commands', async () => {
+  test('exits promptly (uploads and downloads cancelled), nothing temporary or partial left; a new GAHP completes the same commands', async () => {
     const g = env.gahp;
     const tag = how.toLowerCase();
     // Two submits with 1 MiB inputs (three upload groups each), four fetches of 300 kB outputs.
@@ -77,7 +78,8 @@ describe.each(['QUIT', 'EOF'])('%s with work in flight', (how) => {
     process.stdout.write(`[reliability] shutdown: ${how} with 2 submits uploading and 4 fetches downloading: exit code ${code} after ${exitMs} ms\n`);
     env.server.clearFaults();
     expect(code).toBe(0);
-    expect(exitMs).toBeLessThan(5000);
+    // Cancelled, not waited for: the 3 s grace is not reached (timing noise allowed).
+    expect(exitMs).toBeLessThan(2000);
 
     // Nothing temporary, nothing partial.
     for (const f of fetches) {

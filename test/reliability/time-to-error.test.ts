@@ -1,0 +1,162 @@
+/**
+ * Time to a clear error when the server stops answering, through the real GAHP process
+ * (--rpc-timeout 1): for every RPC each command uses, a persistent hang of that RPC, and a
+ * hang of the whole server. The bound (README, "Retries and time to error"): an RPC call
+ * gives up after at most two timeouts, retry layers do not multiply, so a hang ends any
+ * command with an error result within about three RPC timeouts (plus backoff and the
+ * few fast calls around it). Printed: the time each case took, for the record.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { batchName, esc, jobName, startEnv, type Env } from '../commands/helpers.js';
+import type { FaultSpec } from '../../fixtures/test-server/types.js';
+import { makeTempDir } from '../support/gahp-process.js';
+import { submitLine, writeInput, type LineJob } from '../submit/support.js';
+import { pool, tempFiles } from './support.js';
+
+const RPC_TIMEOUT_MS = 1000;
+/** About three RPC timeouts, plus backoff and the fast calls around them (a loaded 2-core machine). */
+const BOUND_MS = 3 * RPC_TIMEOUT_MS + 2500;
+
+type Command = 'ping' | 'submit' | 'query' | 'fetch' | 'abort' | 'retire' | 'lease';
+const S = 'submit_rpc_handler.php' as const;
+const J = 'job_file.php' as const;
+const G = 'get_output.php' as const;
+
+interface Case {
+  command: Command;
+  /** The RPC that hangs; undefined: every request to every script. */
+  rpc?: string;
+  script?: FaultSpec['script'];
+  after?: number;
+}
+
+const CASES: Case[] = [
+  { command: 'ping', rpc: 'ping', script: S },
+  { command: 'submit', rpc: 'get_templates', script: S },
+  { command: 'submit', rpc: 'query_batch', script: S },
+  { command: 'submit', rpc: 'create_batch', script: S },
+  { command: 'submit', rpc: 'query_files', script: J },
+  { command: 'submit', rpc: 'upload_files', script: J, after: 1 },
+  { command: 'submit', rpc: 'submit_batch', script: S },
+  { command: 'query', rpc: 'query_batch2', script: S },
+  { command: 'fetch', rpc: 'get_templates', script: S },
+  { command: 'fetch', rpc: 'query_completed_job', script: S },
+  { command: 'fetch', rpc: 'workunit_file', script: G, after: 1 },
+  { command: 'abort', rpc: 'abort_jobs', script: S },
+  { command: 'retire', rpc: 'retire_batch', script: S },
+  { command: 'lease', rpc: 'set_expire_time', script: S },
+  ...(['ping', 'submit', 'query', 'fetch', 'abort', 'retire', 'lease'] as const).map((command) => ({ command })),
+];
+
+const caseName = (c: Case) => `${c.command}: ${c.rpc ? `${c.rpc} hangs` : 'the whole server hangs'}`;
+
+interface Worker {
+  env: Env;
+  stateDir: string;
+  doneBatch: string;
+  doneJobs: string[];
+  seq: number;
+}
+
+async function startWorker(w: number): Promise<Worker> {
+  const stateDir = makeTempDir('boinc-gahp-tte-state-');
+  const env = await startEnv({}, { stateDir, args: ['--rpc-timeout', String(RPC_TIMEOUT_MS / 1000)] });
+  const doneBatch = batchName('concat');
+  const a = writeInput(env.dir, 'done/a.txt', `worker ${w} a\n`);
+  const b = writeInput(env.dir, 'done/b.txt', `worker ${w} b\n`);
+  const jobs: LineJob[] = [0, 1].map((i) => ({ name: jobName(doneBatch, 1, i), inputs: [[a, 'a'], [b, 'b']] }));
+  const r = await env.gahp.call(`BOINC_SUBMIT ${submitLine(doneBatch, 'concat', jobs)}`, 60_000);
+  if (r[0] !== 'NULL') throw new Error(`set-up submit failed: ${r.join(' ')}`);
+  env.server.advanceAll(doneBatch);
+  await env.server.settled();
+  return { env, stateDir, doneBatch, doneJobs: jobs.map((j) => j.name), seq: 0 };
+}
+
+async function words(w: Worker, c: Case): Promise<{ words: string; outDir?: string }> {
+  const { env } = w;
+  const n = w.seq++;
+  switch (c.command) {
+    case 'ping':
+      return { words: 'BOINC_PING' };
+    case 'submit': {
+      const batch = batchName('uppercase');
+      const jobs: LineJob[] = [];
+      for (let i = 0; i < 45; i++) {
+        const p = writeInput(env.dir, `in${n}/f${i}.txt`, `case ${n} file ${i}\n`);
+        jobs.push({ name: jobName(batch, 100 + n, i), inputs: [[p, 'in']] });
+      }
+      return { words: `BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}` };
+    }
+    case 'query':
+      return { words: `BOINC_QUERY_BATCHES 0 1 ${esc(w.doneBatch)}` };
+    case 'fetch': {
+      const iwd = path.join(env.dir, `iwd${n}`);
+      fs.mkdirSync(iwd);
+      return { words: `BOINC_FETCH_OUTPUT ${esc(w.doneJobs[n % 2]!)} ${esc(iwd)} job.err ALL 0`, outDir: iwd };
+    }
+    case 'abort':
+      return { words: `BOINC_ABORT_JOBS ${esc(w.doneJobs[0]!)}` };
+    case 'retire':
+      return { words: `BOINC_RETIRE_BATCH ${esc(batchName('uppercase'))}` };
+    case 'lease':
+      return { words: `BOINC_SET_LEASE ${esc(w.doneBatch)} ${1_900_000_000 + n}` };
+  }
+}
+
+interface Outcome {
+  name: string;
+  ms: number;
+  result: string;
+}
+
+async function runCase(w: Worker, c: Case): Promise<Outcome> {
+  const { env } = w;
+  const p = await words(w, c);
+  env.server.clearFaults();
+  const scripts = c.script ? [c.script] : [S, J, G];
+  for (const script of scripts) env.server.injectFault({ script, ...(c.rpc ? { rpc: c.rpc } : {}), kind: 'hang', count: 100_000, after: c.after ?? 0 });
+  const t0 = Date.now();
+  try {
+    const tokens = await env.gahp.call(p.words, 120_000);
+    const ms = Date.now() - t0;
+    env.server.clearFaults();
+    if (p.outDir) expect(tempFiles(p.outDir)).toEqual([]);
+    return { name: caseName(c), ms, result: tokens.join(' ').slice(0, 300) };
+  } finally {
+    env.server.clearFaults();
+  }
+}
+
+describe('time to a clear error when the server hangs (--rpc-timeout 1)', () => {
+  test('every command, every RPC it uses hanging, and the whole server hanging: an error result within about three RPC timeouts', async () => {
+    const workers: Worker[] = [];
+    try {
+      for (let i = 0; i < 3; i++) workers.push(await startWorker(i));
+      const free = [...workers];
+      const outcomes = await pool(CASES, workers.length, async (c) => {
+        const w = free.pop()!;
+        try {
+          return await runCase(w, c);
+        } finally {
+          free.push(w);
+        }
+      });
+      process.stdout.write(`[reliability] time to error, --rpc-timeout 1:\n${outcomes.map((o) => `  ${o.name}: ${o.ms} ms: ${o.result.slice(0, 160)}`).join('\n')}\n`);
+      for (const [i, o] of outcomes.entries()) {
+        const c = CASES[i]!;
+        // A clear error naming the RPC that failed (or, whole server: some RPC).
+        expect({ name: o.name, ok: !o.result.startsWith('NULL') }).toEqual({ name: o.name, ok: true });
+        expect(o.result).toMatch(c.rpc ? new RegExp(`${c.rpc === 'workunit_file' ? 'get_output' : c.rpc} failed`) : / failed/);
+        expect(o.result).toMatch(/timeout/);
+      }
+      const slow = outcomes.filter((o) => o.ms > BOUND_MS).map((o) => `${o.name}: ${o.ms} ms`);
+      expect(slow).toEqual([]);
+    } finally {
+      for (const w of workers) {
+        await w.env.close();
+        fs.rmSync(w.stateDir, { recursive: true, force: true });
+      }
+    }
+  }, 600_000);
+});
