@@ -22,6 +22,12 @@ export interface GahpConfig {
   uploadBatchFiles?: number;
   /** Worker threads used to hash many files (default: number of cores). */
   hashWorkers: number;
+  /**
+   * Longest time from accepting an async BOINC_* command to its result, in ms (undefined:
+   * no limit; `--command-timeout`). When it passes the command's RPCs are cancelled and its
+   * result is an error naming the timeout (README, "Retries and time to error").
+   */
+  commandTimeoutMs?: number;
 }
 
 export interface GahpServices {

@@ -55,6 +55,7 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(new Option('--project-url <url>', 'BOINC project URL (pre-selects it, like BOINC_SELECT_PROJECT)').env('BOINC_GAHP_PROJECT_URL'))
     .addOption(new Option('--authenticator-file <file>', 'file holding the account authenticator').env('BOINC_GAHP_AUTHENTICATOR_FILE'))
     .addOption(new Option('--rpc-timeout <seconds>', 'timeout of one BOINC RPC').env('BOINC_GAHP_RPC_TIMEOUT').argParser(positiveNumber('--rpc-timeout')))
+    .addOption(new Option('--command-timeout <seconds>', 'longest time to the result of one BOINC_* command (default: none)').env('BOINC_GAHP_COMMAND_TIMEOUT').argParser(positiveNumber('--command-timeout')))
     .addOption(new Option('--concurrency <n>', 'BOINC RPCs in flight at once per project').env('BOINC_GAHP_CONCURRENCY').argParser(positiveInt('--concurrency')))
     .addOption(new Option('--protocol', 'speak the raw protocol even on a terminal (no interactive prompt)'))
     .addOption(new Option('--interactive', 'use the interactive prompt even when stdin is not a terminal'));

@@ -20,6 +20,8 @@ export interface GahpRunOptions {
   projectUrl?: string;
   authenticator?: string;
   rpcTimeoutMs?: number;
+  /** Per-command deadline in ms (GahpConfig.commandTimeoutMs); undefined: none. */
+  commandTimeoutMs?: number;
   rpcConcurrency?: number;
   commandConcurrency?: number;
   leaseSeconds?: number;
@@ -57,7 +59,10 @@ export function createServices(opts: GahpRunOptions): GahpServices {
     log.addSecret(opts.authenticator);
     session.select({ url: opts.projectUrl.endsWith('/') ? opts.projectUrl : opts.projectUrl + '/', authenticator: opts.authenticator });
   }
-  const config = defaultConfig(stateDir, opts.leaseSeconds ? { defaultLeaseSeconds: opts.leaseSeconds } : {});
+  const config = defaultConfig(stateDir, {
+    ...(opts.leaseSeconds ? { defaultLeaseSeconds: opts.leaseSeconds } : {}),
+    ...(opts.commandTimeoutMs ? { commandTimeoutMs: opts.commandTimeoutMs } : {}),
+  });
   return { session, config, log, ledger: JournalLedger.open(stateDir) };
 }
 
@@ -84,6 +89,7 @@ export function startGahp(opts: GahpRunOptions = {}): RunningGahp {
     log: services.log,
     maxLineBytes: opts.maxLineBytes,
     concurrency: opts.commandConcurrency,
+    commandTimeoutMs: services.config.commandTimeoutMs,
     onExit: (code) => onExit(code),
   });
   server.onShutdown(() => services.session.close());

@@ -33,6 +33,7 @@ export interface GlobalOptions {
   projectUrl?: string;
   authenticatorFile?: string;
   rpcTimeout?: number;
+  commandTimeout?: number;
   concurrency?: number;
   quiet?: boolean;
 }
@@ -62,6 +63,7 @@ export function runOptions(g: GlobalOptions): Omit<GahpRunOptions, 'input' | 'ou
     stateDir: g.stateDir ?? defaultStateDir(),
     log: makeLogger(g),
     rpcTimeoutMs: g.rpcTimeout ? g.rpcTimeout * 1000 : undefined,
+    commandTimeoutMs: g.commandTimeout ? g.commandTimeout * 1000 : undefined,
     rpcConcurrency: g.concurrency,
   };
 }

@@ -282,7 +282,7 @@ export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions
 
   const client = o.spawn
     ? GahpClient.spawn(['--protocol', '--state-dir', stateDir, ...(g.log ? ['--log', g.log] : []), ...(g.debug ? ['--debug'] : []),
-      ...(g.rpcTimeout ? ['--rpc-timeout', String(g.rpcTimeout)] : []), ...(g.concurrency ? ['--concurrency', String(g.concurrency)] : [])],
+      ...(g.rpcTimeout ? ['--rpc-timeout', String(g.rpcTimeout)] : []), ...(g.commandTimeout ? ['--command-timeout', String(g.commandTimeout)] : []), ...(g.concurrency ? ['--concurrency', String(g.concurrency)] : [])],
     { onStderr: (t) => process.stderr.write(t) })
     : GahpClient.inProcess(runOptions({ ...g, stateDir }));
   const stop = new AbortController();

@@ -31,6 +31,15 @@ export interface GahpServerOptions {
   concurrency?: number;
   /** How long QUIT/EOF waits for in-flight work to stop before exiting anyway. */
   shutdownGraceMs?: number;
+  /**
+   * Longest time from accepting an async command to its result, in ms (undefined or 0: no
+   * limit). When it passes, the command's signal is aborted (its RPCs, uploads included,
+   * stop at once) and its result is an error naming the timeout; a handler that has not
+   * settled commandTimeoutGraceMs later is abandoned (its late result is dropped).
+   */
+  commandTimeoutMs?: number;
+  /** See commandTimeoutMs (default 2000). */
+  commandTimeoutGraceMs?: number;
   /** Longest error message printed in a result or an `E` reply, in characters (the rest is cut). */
   maxMessageChars?: number;
   /** Called once when the server has finished (QUIT, EOF, broken output). */
@@ -300,19 +309,65 @@ export class GahpServer {
     }
     this.pending.add(key);
     this.reply(['S']);
-    const ctx = { signal: this.abort.signal, reqId, log: this.log };
+    const deadline = this.deadline();
+    const ctx = { signal: deadline?.signal ?? this.abort.signal, reqId, log: this.log };
     void this.queue.add(async () => {
       let tokens: string[];
       try {
         if (this.abort.signal.aborted) return;
-        tokens = checkResultTokens(await command.run(request, ctx));
+        if (deadline?.expired) throw new Error(`${deadline.reason} before the command could start`);
+        const work = command.run(request, ctx);
+        if (deadline) work.catch(() => undefined); // may be abandoned below
+        tokens = checkResultTokens(await (deadline ? Promise.race([work, deadline.abandon]) : work));
       } catch (err) {
-        const text = this.safeMessage(errorText(err));
+        let text = errorText(err);
+        if (deadline?.expired && !this.abort.signal.aborted && !text.includes(deadline.reason)) text = `${deadline.reason}: ${text}`;
+        text = this.safeMessage(text);
         tokens = [text];
         this.log.debug(`${command.name} ${reqId} failed: ${text}`);
+      } finally {
+        deadline?.dispose();
       }
       this.queueResult(key, reqId, tokens);
-    }).catch((err) => this.log.error(`queue failure: ${errorText(err)}`));
+    }).catch((err) => this.log.error(`queue failure: ${errorText(err)}`))
+      .finally(() => deadline?.dispose());
+  }
+
+  /**
+   * The command timeout of one command (none when not configured): a signal aborted when
+   * the timeout passes or the GAHP shuts down, and a promise that rejects a grace period
+   * after the timeout, for a handler that does not stop.
+   */
+  private deadline(): { signal: AbortSignal; readonly expired: boolean; reason: string; abandon: Promise<never>; dispose(): void } | undefined {
+    const ms = this.opts.commandTimeoutMs;
+    if (!ms || ms <= 0) return undefined;
+    const reason = `the command timeout of ${+(ms / 1000).toFixed(3)} s passed`;
+    const ctl = new AbortController();
+    setMaxListeners(0, ctl.signal);
+    let expired = false;
+    let graceTimer: NodeJS.Timeout | undefined;
+    let giveUp: (err: Error) => void = () => undefined;
+    const abandon = new Promise<never>((_, reject) => { giveUp = reject; });
+    abandon.catch(() => undefined);
+    const timer = setTimeout(() => {
+      expired = true;
+      ctl.abort(new Error(reason));
+      graceTimer = setTimeout(() => giveUp(new Error(`${reason}; the command did not stop, its result is dropped`)), this.opts.commandTimeoutGraceMs ?? 2000);
+      graceTimer.unref();
+    }, ms);
+    timer.unref();
+    const dispose = () => {
+      clearTimeout(timer);
+      clearTimeout(graceTimer);
+      this.abort.signal.removeEventListener('abort', onStop);
+    };
+    const onStop = () => {
+      dispose();
+      ctl.abort(this.abort.signal.reason);
+    };
+    if (this.abort.signal.aborted) onStop();
+    else this.abort.signal.addEventListener('abort', onStop, { once: true });
+    return { signal: ctl.signal, get expired() { return expired; }, reason, abandon, dispose };
   }
 
   private queueResult(key: string, reqId: string, tokens: string[]): void {

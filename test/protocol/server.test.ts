@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import { InProcessGahp, TEST_BANNER, failCommand, secretCommand, sleepCommand, waitCommand } from '../support/in-process-gahp.js';
 import { cutMessage } from '../../gahp/protocol/server.js';
 import { splitTokens } from '../../gahp/protocol/escape.js';
+import type { AsyncCommand } from '../../gahp/protocol/commands.js';
 
 async function started(g: InProcessGahp): Promise<void> {
   expect(await g.readLine()).toBe(TEST_BANNER);
@@ -264,6 +265,79 @@ describe('async framework', () => {
     w.get('1').resolve(['NULL']);
     expect(await g.exited).toBe(0);
     expect(await g.settle(5)).toEqual([]);
+  });
+});
+
+describe('command timeout (commandTimeoutMs)', () => {
+  /** TEST_STOP <reqid> <ms>: resolves after ms, or rejects with the signal's reason when it fires. */
+  const stopCommand: AsyncCommand<{ ms: number }> = {
+    kind: 'async', name: 'TEST_STOP', usage: '<reqid> <ms>', summary: 'waits, stops on the signal',
+    parse: (args) => ({ ms: Number(args[0]) }),
+    run: (req, ctx) => new Promise<string[]>((resolve, reject) => {
+      const t = setTimeout(() => resolve(['NULL', 'done']), req.ms);
+      ctx.signal.addEventListener('abort', () => {
+        clearTimeout(t);
+        reject(new Error(`stopped: ${(ctx.signal.reason as Error).message}`));
+      }, { once: true });
+    }),
+  };
+  /** TEST_DEAF <reqid>: never settles and ignores the signal. */
+  const deafCommand: AsyncCommand<Record<string, never>> = {
+    kind: 'async', name: 'TEST_DEAF', usage: '<reqid>', summary: 'never ends',
+    parse: () => ({}),
+    run: () => new Promise<string[]>(() => undefined),
+  };
+
+  test('a command past its timeout is stopped through its signal; its result names the timeout; quick ones are untouched', async () => {
+    const g = new InProcessGahp([stopCommand], { commandTimeoutMs: 200 });
+    await started(g);
+    expect(await g.request('ASYNC_MODE_ON')).toBe('S');
+    const t0 = Date.now();
+    expect(await g.request('TEST_STOP 1 10000')).toBe('S');
+    expect(await g.request('TEST_STOP 2 20')).toBe('S');
+    expect(await g.readLine()).toBe('R');
+    expect(await g.request('RESULTS')).toBe('S 1');
+    expect(await g.readLine()).toBe('2 NULL done');
+    expect(await g.readLine(3000)).toBe('R');
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(190);
+    expect(Date.now() - t0).toBeLessThan(1500);
+    expect(await g.request('RESULTS')).toBe('S 1');
+    expect(await g.readLine()).toBe('1 stopped:\\ the\\ command\\ timeout\\ of\\ 0.2\\ s\\ passed');
+    // The quick command's timer was cleared: nothing more comes.
+    expect(await g.settle(400)).toEqual([]);
+    g.send('QUIT');
+    expect(await g.exited).toBe(0);
+  });
+
+  test('a handler that ignores the signal is abandoned after the grace; one waiting for its turn never starts', async () => {
+    const g = new InProcessGahp([deafCommand, stopCommand], { commandTimeoutMs: 150, commandTimeoutGraceMs: 100, concurrency: 1 });
+    await started(g);
+    expect(await g.request('ASYNC_MODE_ON')).toBe('S');
+    expect(await g.request('TEST_DEAF 1')).toBe('S');
+    expect(await g.request('TEST_STOP 2 10')).toBe('S');
+    expect(await g.readLine(3000)).toBe('R');
+    await g.settle(50);
+    g.send('RESULTS');
+    const out = await g.settle(20);
+    expect(out[0]).toBe('S 2');
+    expect(splitTokens(out[1]!)).toEqual(['1', 'the command timeout of 0.15 s passed; the command did not stop, its result is dropped']);
+    expect(splitTokens(out[2]!)).toEqual(['2', 'the command timeout of 0.15 s passed before the command could start']);
+    // QUIT does not wait for the abandoned handler beyond the grace, nor for any timer.
+    const t0 = Date.now();
+    g.send('QUIT');
+    expect(await g.exited).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(4000);
+  });
+
+  test('QUIT with commands under a timeout: they stop as on any QUIT, and no timer keeps the server alive', async () => {
+    const g = new InProcessGahp([stopCommand], { commandTimeoutMs: 60_000 });
+    await started(g);
+    for (let i = 1; i <= 20; i++) expect(await g.request(`TEST_STOP ${i} 60000`)).toBe('S');
+    const t0 = Date.now();
+    g.send('QUIT');
+    expect(await g.readLine()).toBe('S');
+    expect(await g.exited).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(1000);
   });
 });
 

@@ -5,6 +5,7 @@
  * gives up after at most two timeouts, retry layers do not multiply, so a hang ends any
  * command with an error result within about three RPC timeouts (plus backoff and the
  * few fast calls around it). Printed: the time each case took, for the record.
+ * And --command-timeout: a cap on the whole command, whatever its RPCs do.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -128,8 +129,8 @@ async function runCase(w: Worker, c: Case): Promise<Outcome> {
   }
 }
 
-describe('time to a clear error when the server hangs (--rpc-timeout 1)', () => {
-  test('every command, every RPC it uses hanging, and the whole server hanging: an error result within about three RPC timeouts', async () => {
+describe('time to a clear error when the server does not answer', () => {
+  test('--rpc-timeout 1: every command, every RPC it uses hanging, and the whole server hanging: an error result within about three RPC timeouts', async () => {
     const workers: Worker[] = [];
     try {
       for (let i = 0; i < 3; i++) workers.push(await startWorker(i));
@@ -159,4 +160,45 @@ describe('time to a clear error when the server hangs (--rpc-timeout 1)', () => 
       }
     }
   }, 600_000);
+
+  test('--command-timeout caps a command whose RPCs would take longer (a crawling upload, a hang under a long RPC timeout)', async () => {
+    const stateDir = makeTempDir('boinc-gahp-tte-state-');
+    const env = await startEnv({}, { stateDir, args: ['--rpc-timeout', '30', '--command-timeout', '2'] });
+    try {
+      // Uploads crawl (each would take 20 s, never idle long enough for the RPC timeout).
+      env.server.injectFault({ script: J, rpc: 'upload_files', kind: 'slow', delayMs: 20_000, count: 100 });
+      const batch = batchName('uppercase');
+      const jobs: LineJob[] = [];
+      for (let i = 0; i < 30; i++) {
+        const p = writeInput(env.dir, `ct/f${i}.bin`, Buffer.alloc(256 * 1024, `ct ${i};`));
+        jobs.push({ name: jobName(batch, 7, i), inputs: [[p, 'in']] });
+      }
+      let t0 = Date.now();
+      const r = await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, 30_000);
+      const submitMs = Date.now() - t0;
+      expect(r).toHaveLength(1);
+      expect(r[0]).toMatch(/upload_files failed: aborted: the command timeout of 2 s passed$/);
+      // A hang under a 30 s RPC timeout: the command timeout ends it.
+      env.server.clearFaults();
+      env.server.injectFault({ script: S, rpc: 'query_batch2', kind: 'hang', count: 100 });
+      t0 = Date.now();
+      const q = await env.gahp.call(`BOINC_QUERY_BATCHES 0 1 ${esc(batch)}`, 30_000);
+      const queryMs = Date.now() - t0;
+      expect(q).toEqual(['query_batch2 failed: aborted: the command timeout of 2 s passed']);
+      process.stdout.write(`[reliability] --command-timeout 2 (--rpc-timeout 30): crawling uploads: error after ${submitMs} ms; hanging query_batch2: error after ${queryMs} ms\n`);
+      for (const ms of [submitMs, queryMs]) {
+        expect(ms).toBeGreaterThanOrEqual(1900);
+        expect(ms).toBeLessThan(4500);
+      }
+      // Without the fault the same submit completes (what arrived is kept).
+      env.server.clearFaults();
+      const again = await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, 30_000);
+      expect(again).toEqual(['NULL']);
+      expect(tempFiles(stateDir)).toEqual([]);
+    } finally {
+      env.server.clearFaults();
+      await env.close();
+      fs.rmSync(stateDir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
