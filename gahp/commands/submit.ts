@@ -103,12 +103,13 @@ async function findBatch(rpc: BoincRpc, batchName: string, knownId: number | und
 
 export function submitCommand(services: GahpServices): AsyncCommand<SubmitRequest> {
   const locks = new Map<string, Promise<unknown>>();
-  let cache: HashCache | undefined;
+  let cache: Promise<HashCache> | undefined;
   let pool: HashPool | undefined;
-  const hashing = () => {
-    cache ??= HashCache.open(services.config.stateDir, (l) => services.log.warn(l));
+  /** The hash cache is loaded on the first submit, in slices (a big one must not stall the protocol loop). */
+  const hashing = async () => {
+    cache ??= HashCache.openAsync(services.config.stateDir, (l) => services.log.warn(l));
     pool ??= new HashPool(Math.max(1, services.config.hashWorkers));
-    return { cache, pool };
+    return { cache: await cache, pool };
   };
 
   /** Runs fn after any earlier command for the same batch has finished. */
@@ -132,16 +133,17 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
 
     // 2. Input files.
     const stats = await step('checking input files', () => checkInputFiles(uniqueSources(req.jobs)));
-    const { cache: hc, pool: hp } = hashing();
 
-    // Hashing starts now. Its results arrive while the template is checked and the batch
-    // looked for or created; once the batch exists they feed the stager at once, so uploads
-    // overlap the hashing of the remaining files.
+    // Hashing starts now (after the cache is loaded, on the first submit). Its results
+    // arrive while the template is checked and the batch looked for or created; once the
+    // batch exists they feed the stager at once, so uploads overlap the hashing of the
+    // remaining files.
     let feed: ((path: string, h: HashedFile) => void) | undefined;
     const early: Array<[string, HashedFile]> = [];
-    const hashP = step('hashing input files', () =>
-      hashSources(stats, hc, hp, ctx.signal, (p, h) => (feed ? feed(p, h) : early.push([p, h]))),
-    );
+    const hashP = step('hashing input files', async () => {
+      const { cache: hc, pool: hp } = await hashing();
+      return hashSources(stats, hc, hp, ctx.signal, (p, h) => (feed ? feed(p, h) : early.push([p, h])));
+    });
     hashP.catch(() => undefined);
     let tHashed = 0;
     hashP.then((h) => {

@@ -11,12 +11,20 @@
  * reads what other processes appended since. An oversized file is compacted on open
  * (temp file, fsync, rename); other processes notice the new inode and reload.
  *
+ * The GAHP loads and refreshes the cache with openAsync() and refreshAsync(): reads and
+ * parsing go in slices with yields to the event loop (a multi-million-record cache must not
+ * stall the protocol loop), and a reload builds a new table that replaces the old one only
+ * when complete, so lookups meanwhile see the previous state. open() and refresh() do the
+ * same synchronously (tools and tests).
+ *
  * Racy entries are never trusted (as git does): if the file's mtime lies within the
  * filesystem's timestamp granularity of the moment hashing began, a later write in the same
  * tick could leave size and mtime unchanged. Such results are not recorded.
  */
 import * as fs from 'node:fs';
+import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
+import { promisify } from 'node:util';
 import { createHash } from 'node:crypto';
 import type { FileKey } from './hash-types.js';
 
@@ -26,6 +34,22 @@ interface Entry {
   size: string;
   mtimeNs: string;
   md5: string;
+}
+
+/** Records parsed between two yields to the event loop (a few ms of work). */
+const LINES_PER_SLICE = 2048;
+/** Bytes read per read() call while loading. */
+const READ_BYTES = 256 * 1024;
+
+const readAsync = promisify(fs.read);
+const openAsync = promisify(fs.open);
+const fstatAsync = (fd: number) => new Promise<fs.BigIntStats>((resolve, reject) => fs.fstat(fd, { bigint: true }, (err, st) => (err ? reject(err) : resolve(st))));
+const yieldNow = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** Where a load has got to: bytes consumed (up to the last complete line) and lines seen. */
+interface LoadState {
+  offset: number;
+  lines: number;
 }
 
 const LINE = /^v1 ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9a-f]{32}) ([0-9a-f]{8})$/;
@@ -46,7 +70,9 @@ export function isRacy(mtimeNs: string, hashedAtMs: number): boolean {
 }
 
 export class HashCache {
-  private readonly entries = new Map<string, Entry>();
+  private entries = new Map<string, Entry>();
+  /** The refreshAsync() in progress (one at a time). */
+  private refreshing: Promise<void> | undefined;
   private fd: number | undefined;
   private ino: bigint | undefined;
   /** Bytes of the file consumed so far (up to the last complete line). */
@@ -62,6 +88,24 @@ export class HashCache {
       fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
       cache.reopen();
       if (cache.lines > 100_000 && cache.lines > 3 * cache.entries.size) cache.compact();
+    } catch (err) {
+      log?.(`hash cache ${cache.file} unusable: ${(err as Error).message}`);
+      cache.closeFd();
+    }
+    return cache;
+  }
+
+  /**
+   * Opens (creating) the cache in stateDir without stalling the event loop: the file is read
+   * and parsed in slices, and compacted (if oversized) with asynchronous writes. Never
+   * rejects: a broken cache only costs rehashing.
+   */
+  static async openAsync(stateDir: string, log?: (line: string) => void): Promise<HashCache> {
+    const cache = new HashCache(path.join(stateDir, HASH_CACHE_FILE));
+    try {
+      await fsp.mkdir(stateDir, { recursive: true, mode: 0o700 });
+      await cache.reopenAsync();
+      if (cache.lines > 100_000 && cache.lines > 3 * cache.entries.size) await cache.compactAsync();
     } catch (err) {
       log?.(`hash cache ${cache.file} unusable: ${(err as Error).message}`);
       cache.closeFd();
@@ -93,6 +137,29 @@ export class HashCache {
     } catch {
       // Cache trouble never fails a submit.
     }
+  }
+
+  /** refresh() in slices with yields; concurrent calls share one refresh. Never rejects. */
+  refreshAsync(): Promise<void> {
+    if (this.fd === undefined) return Promise.resolve();
+    this.refreshing ??= (async () => {
+      try {
+        const onDisk = await fsp.stat(this.file, { bigint: true });
+        if (onDisk.ino !== this.ino) {
+          await this.reopenAsync();
+        } else if (this.fd !== undefined) {
+          const state = { offset: this.offset, lines: this.lines };
+          await this.loadAsync(this.fd, Number(onDisk.size), state, this.entries);
+          this.offset = state.offset;
+          this.lines = state.lines;
+        }
+      } catch {
+        // Cache trouble never fails a submit.
+      } finally {
+        this.refreshing = undefined;
+      }
+    })();
+    return this.refreshing;
   }
 
   /** Records hashes (racy ones are skipped). One write per record. */
@@ -138,6 +205,83 @@ export class HashCache {
     this.readFrom(fd, Number(st.size));
   }
 
+  /**
+   * Opens the file again and loads it into a new table, in slices; the new table, descriptor
+   * and position replace the old ones only once it is complete.
+   */
+  private async reopenAsync(): Promise<void> {
+    const fd = await openAsync(this.file, fs.constants.O_RDWR | fs.constants.O_APPEND | fs.constants.O_CREAT, 0o600);
+    const entries = new Map<string, Entry>();
+    const state: LoadState = { offset: 0, lines: 0 };
+    let ino: bigint;
+    try {
+      const st = await fstatAsync(fd);
+      ino = st.ino;
+      await this.loadAsync(fd, Number(st.size), state, entries);
+    } catch (err) {
+      fs.close(fd, () => undefined);
+      throw err;
+    }
+    this.closeFd();
+    this.fd = fd;
+    this.ino = ino;
+    this.entries = entries;
+    this.offset = state.offset;
+    this.lines = state.lines;
+  }
+
+  /** readFrom() with asynchronous reads and a yield every LINES_PER_SLICE records. */
+  private async loadAsync(fd: number, end: number, state: LoadState, into: Map<string, Entry>): Promise<void> {
+    if (end <= state.offset) return;
+    const buf = Buffer.allocUnsafe(Math.min(end - state.offset, READ_BYTES));
+    let carry = '';
+    while (state.offset < end) {
+      const { bytesRead: n } = await readAsync(fd, buf, 0, Math.min(buf.length, end - state.offset), state.offset);
+      if (n <= 0) break;
+      const text = carry + buf.toString('latin1', 0, n);
+      state.offset += n;
+      const lastNl = text.lastIndexOf('\n');
+      if (lastNl < 0) {
+        carry = text;
+        continue;
+      }
+      carry = text.slice(lastNl + 1);
+      const lines = text.slice(0, lastNl).split('\n');
+      for (let i = 0; i < lines.length; i += LINES_PER_SLICE) {
+        state.lines += parseLines(lines, i, Math.min(lines.length, i + LINES_PER_SLICE), into);
+        await yieldNow();
+      }
+    }
+    state.offset -= Buffer.byteLength(carry, 'latin1');
+  }
+
+  /** compact() with asynchronous writes and yields while the text is built. */
+  private async compactAsync(): Promise<void> {
+    const tmp = `${this.file}.${process.pid}.tmp`;
+    const fh = await fsp.open(tmp, 'w', 0o600);
+    try {
+      let text = '';
+      let n = 0;
+      for (const [k, e] of this.entries) {
+        text += compactLine(k, e);
+        if (++n % LINES_PER_SLICE === 0) await yieldNow();
+        if (text.length > 1 << 20) {
+          await fh.write(text);
+          text = '';
+        }
+      }
+      if (text) await fh.write(text);
+      await fh.sync();
+    } catch (err) {
+      await fh.close().catch(() => undefined);
+      await fsp.rm(tmp, { force: true }).catch(() => undefined);
+      throw err;
+    }
+    await fh.close();
+    await fsp.rename(tmp, this.file);
+    await this.reopenAsync();
+  }
+
   private readFrom(fd: number, end: number): void {
     if (end <= this.offset) return;
     const buf = Buffer.allocUnsafe(Math.min(end - this.offset, 16 * 1024 * 1024));
@@ -161,15 +305,8 @@ export class HashCache {
   }
 
   private parse(text: string): void {
-    for (const line of text.split('\n')) {
-      if (line.length === 0) continue;
-      this.lines++;
-      const m = LINE.exec(line);
-      if (!m) continue;
-      const body = line.slice(0, line.length - 9);
-      if (check(body) !== m[7]) continue;
-      this.entries.set(`${m[1]}:${m[2]}`, { size: m[3]!, mtimeNs: m[4]!, md5: m[6]! });
-    }
+    const lines = text.split('\n');
+    this.lines += parseLines(lines, 0, lines.length, this.entries);
   }
 
   private compact(): void {
@@ -178,10 +315,7 @@ export class HashCache {
     try {
       let text = '';
       for (const [k, e] of this.entries) {
-        const [dev, ino] = k.split(':');
-        // hashedAtMs is only needed to judge raciness, already judged: keep it non-racy.
-        const body = `v1 ${dev} ${ino} ${e.size} ${e.mtimeNs} ${Number(BigInt(e.mtimeNs) / 1_000_000n) + 10_000} ${e.md5}`;
-        text += `${body} ${check(body)}\n`;
+        text += compactLine(k, e);
         if (text.length > 1 << 20) {
           fs.writeSync(fd, text);
           text = '';
@@ -206,4 +340,28 @@ export class HashCache {
       this.fd = undefined;
     }
   }
+}
+
+/** Parses lines[from..to) into `into`; returns how many non-empty lines there were. */
+function parseLines(lines: readonly string[], from: number, to: number, into: Map<string, Entry>): number {
+  let count = 0;
+  for (let i = from; i < to; i++) {
+    const line = lines[i]!;
+    if (line.length === 0) continue;
+    count++;
+    const m = LINE.exec(line);
+    if (!m) continue;
+    const body = line.slice(0, line.length - 9);
+    if (check(body) !== m[7]) continue;
+    into.set(`${m[1]}:${m[2]}`, { size: m[3]!, mtimeNs: m[4]!, md5: m[6]! });
+  }
+  return count;
+}
+
+/** A record as compaction writes it. */
+function compactLine(k: string, e: Entry): string {
+  const [dev, ino] = k.split(':');
+  // hashedAtMs is only needed to judge raciness, already judged: keep it non-racy.
+  const body = `v1 ${dev} ${ino} ${e.size} ${e.mtimeNs} ${Number(BigInt(e.mtimeNs) / 1_000_000n) + 10_000} ${e.md5}`;
+  return `${body} ${check(body)}\n`;
 }

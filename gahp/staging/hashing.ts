@@ -150,7 +150,8 @@ export async function hashSources(
   /** Called for each file as soon as its hash is known (cached ones first). */
   onHashed?: (path: string, file: HashedFile) => void,
 ): Promise<HashSourcesResult> {
-  cache.refresh();
+  // What other processes appended since (in slices: never a long stall of the loop).
+  await cache.refreshAsync();
   const files = new Map<string, HashedFile>();
   const misses: string[] = [];
   let hashedBytes = 0;

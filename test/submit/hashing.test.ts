@@ -116,6 +116,106 @@ describe('hash cache', () => {
   });
 });
 
+describe('hash cache, loaded in slices (openAsync, refreshAsync)', () => {
+  const md5hex = (t: string) => crypto.createHash('md5').update(t).digest('hex');
+  /** n records for inodes 1..keys (repeating), as the GAHP writes them. */
+  function cacheText(n: number, keys = n): string {
+    const parts: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const ino = (i % keys) + 1;
+      const body = `v1 42 ${ino} 100 1700000000123456789 1800000000000 ${md5hex(String(ino))}`;
+      parts.push(`${body} ${md5hex(body).slice(0, 8)}\n`);
+    }
+    return parts.join('');
+  }
+  const key = (ino: number) => ({ dev: '42', ino: String(ino), size: '100', mtimeNs: '1700000000123456789' });
+
+  /** Runs fn while measuring the longest gap between event-loop turns. */
+  async function longestStall<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number; stallMs: number }> {
+    let last = performance.now();
+    let stall = 0;
+    let running = true;
+    const tick = () => {
+      const now = performance.now();
+      stall = Math.max(stall, now - last);
+      last = now;
+      if (running) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const t0 = performance.now();
+    const value = await fn();
+    const ms = performance.now() - t0;
+    running = false;
+    return { value, ms, stallMs: stall };
+  }
+
+  test('a 300,000-record cache: the same table as open(), without stalling the event loop', async () => {
+    const d = makeTempDir('boinc-gahp-hc-');
+    try {
+      fs.writeFileSync(path.join(d, HASH_CACHE_FILE), cacheText(300_000));
+      let t0 = performance.now();
+      const sync = HashCache.open(d);
+      const syncMs = performance.now() - t0;
+      sync.close();
+      const { value: c, ms, stallMs } = await longestStall(() => HashCache.openAsync(d));
+      process.stdout.write(`[hash cache] 300,000 records: open() blocks ${syncMs.toFixed(0)} ms; openAsync() takes ${ms.toFixed(0)} ms, longest stall ${stallMs.toFixed(1)} ms\n`);
+      try {
+        expect(c.size).toBe(300_000);
+        for (const ino of [1, 150_000, 300_000]) expect(c.lookup(key(ino))).toBe(md5hex(String(ino)));
+        // Slices of a few thousand records: far below the whole load (timing noise allowed).
+        expect(stallMs).toBeLessThan(Math.max(100, syncMs / 3));
+        // And it still records and refreshes.
+        t0 = performance.now();
+        c.record([{ key: key(300_001), md5: 'c'.repeat(32), hashedAtMs: 1_800_000_000_000 }]);
+        await Promise.all([c.refreshAsync(), c.refreshAsync()]);
+        expect(c.lookup(key(300_001))).toBe('c'.repeat(32));
+      } finally {
+        c.close();
+      }
+    } finally {
+      fs.rmSync(d, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  test('an oversized cache is compacted by openAsync; refreshAsync reads appends and follows a compaction', async () => {
+    const d = makeTempDir('boinc-gahp-hc-');
+    try {
+      const file = path.join(d, HASH_CACHE_FILE);
+      fs.writeFileSync(file, cacheText(120_000, 30_000));
+      const a = await HashCache.openAsync(d);
+      expect(fs.readFileSync(file, 'latin1').split('\n').length - 1).toBe(30_000);
+      expect(a.size).toBe(30_000);
+      expect(a.lookup(key(29_999))).toBe(md5hex('29999'));
+      expect(fs.readdirSync(d)).toEqual([HASH_CACHE_FILE]);
+      // Another process appends, then another compacts (new inode): a follows both.
+      const b = HashCache.open(d);
+      b.record([{ key: key(40_000), md5: 'd'.repeat(32), hashedAtMs: 1_800_000_000_000 }]);
+      await a.refreshAsync();
+      expect(a.lookup(key(40_000))).toBe('d'.repeat(32));
+      b.close();
+      fs.writeFileSync(`${file}.new`, cacheText(10));
+      fs.renameSync(`${file}.new`, file);
+      await a.refreshAsync();
+      expect(a.size).toBe(10);
+      expect(a.lookup(key(40_000))).toBeUndefined();
+      a.close();
+      // A state directory that cannot hold a cache: openAsync still gives a (memory-only) cache.
+      const notDir = path.join(d, 'file');
+      fs.writeFileSync(notDir, 'x');
+      const warnings: string[] = [];
+      const c = await HashCache.openAsync(notDir, (l) => warnings.push(l));
+      expect(c.lookup(key(1))).toBeUndefined();
+      c.record([{ key: key(1), md5: 'e'.repeat(32), hashedAtMs: 1_800_000_000_000 }]);
+      expect(c.lookup(key(1))).toBe('e'.repeat(32));
+      await c.refreshAsync();
+      c.close();
+      expect(warnings).toHaveLength(1);
+    } finally {
+      fs.rmSync(d, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
 describe('BOINC_SUBMIT parsing', () => {
   test('a 20,000-job line parses in linear time', () => {
     const args = ['b', 'app', '20000'];
