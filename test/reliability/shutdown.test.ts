@@ -14,12 +14,14 @@ import { expectHashCacheSound, expectLedgerMatchesServer, tempFiles, walk } from
 
 let env: Env;
 let stateDir: string;
+let logDir: string;
 const done: string[] = [];
 const inputs: string[] = [];
 
 beforeAll(async () => {
   stateDir = makeTempDir('boinc-gahp-quit-state-');
-  env = await startEnv({ latencyMs: 10 }, { stateDir });
+  logDir = makeTempDir('boinc-gahp-quit-log-');
+  env = await startEnv({ latencyMs: 10 }, { stateDir, logFile: path.join(logDir, 'gahp.log') });
   const b = batchName('uppercase');
   const jobs = Array.from({ length: 4 }, (_, i) => ({ name: jobName(b, 1, i), inputs: [Buffer.alloc(300_000, 100 + i)] }));
   await submitBatch(env, b, 'uppercase', jobs);
@@ -30,6 +32,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await env?.close();
   if (stateDir) fs.rmSync(stateDir, { recursive: true, force: true });
+  if (logDir) fs.rmSync(logDir, { recursive: true, force: true });
 });
 
 describe.each(['QUIT', 'EOF'])('%s with work in flight', (how) => {
@@ -90,6 +93,8 @@ describe.each(['QUIT', 'EOF'])('%s with work in flight', (how) => {
     expect(tempFiles(stateDir)).toEqual([]);
     expectLedgerMatchesServer(stateDir, env.server);
     expectHashCacheSound(stateDir, inputs);
+    // Cancelling left no stray rejection or exception behind.
+    expect(fs.readFileSync(path.join(logDir, 'gahp.log'), 'utf8')).not.toMatch(/unhandled rejection|uncaught exception/);
 
     // A new GAHP completes the same commands.
     await env.restart(undefined, { stateDir });
