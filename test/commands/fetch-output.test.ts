@@ -3,36 +3,10 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import * as yazl from 'yazl';
 import { sampleApps, type TestApp } from '../../fixtures/test-server/index.js';
 import { upperAscii, lowerAscii } from '../../fixtures/apps.js';
 import { batchName, esc, jobName, listTree, sleep, startEnv, submitBatch, type Env } from './helpers.js';
-
-/** A zip archive built with yazl; `rename` then rewrites entry names (same length) in place. */
-function makeZip(entries: Array<{ name: string; data: string; mode?: number }>, rename: Array<[string, string]> = [], compress = false): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const zip = new yazl.ZipFile();
-    for (const e of entries) zip.addBuffer(Buffer.from(e.data), e.name, { compress, mode: e.mode ?? 0o100644 });
-    const chunks: Buffer[] = [];
-    zip.outputStream.on('data', (c: Buffer) => chunks.push(c));
-    zip.outputStream.on('end', () => {
-      let buf = Buffer.concat(chunks);
-      for (const [from, to] of rename) {
-        // yazl refuses `../` names: write a same-length name and patch both headers.
-        if (from.length !== to.length) throw new Error('rename must keep the length');
-        let at = buf.indexOf(from);
-        if (at < 0) throw new Error(`entry ${from} not found`);
-        while (at >= 0) {
-          buf.write(to, at, 'latin1');
-          at = buf.indexOf(from, at + 1);
-        }
-      }
-      resolve(buf);
-    });
-    zip.outputStream.on('error', reject);
-    zip.end();
-  });
-}
+import { makeZip } from '../support/hostile-zip.js';
 
 /** Rewrites every central-directory entry's uncompressed size to about 4 GiB. */
 function declareHuge(zip: Buffer): Buffer {

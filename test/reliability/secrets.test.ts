@@ -8,38 +8,16 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import * as yazl from 'yazl';
 import { batchName, esc, jobName, startEnv, submitBatch, type Env } from '../commands/helpers.js';
 import { makeTempDir } from '../support/gahp-process.js';
 import { runCli } from '../cli/cli-support.js';
 import { sampleApps, type TestApp } from '../../fixtures/test-server/index.js';
 import { submitLine, writeInput } from '../submit/support.js';
 import { expectNoSecretIn, walk } from './support.js';
+import { makeZip } from '../support/hostile-zip.js';
 
 const xmlEscape = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
-/** A zip whose entry names are patched after writing (same length) to hostile ones. */
-function hostileZip(entries: Array<{ name: string; data: string }>, rename: Array<[string, string]>): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const zip = new yazl.ZipFile();
-    for (const e of entries) zip.addBuffer(Buffer.from(e.data), e.name, { compress: false });
-    const chunks: Buffer[] = [];
-    zip.outputStream.on('data', (c: Buffer) => chunks.push(c));
-    zip.outputStream.on('end', () => {
-      let buf = Buffer.concat(chunks);
-      for (const [from, to] of rename) {
-        let at = buf.indexOf(from);
-        while (at >= 0) {
-          buf.write(to, at, 'latin1');
-          at = buf.indexOf(from, at + 1);
-        }
-      }
-      resolve(buf);
-    });
-    zip.outputStream.on('error', reject);
-    zip.end();
-  });
-}
 
 /** Zip outputs chosen by the input text: entries through a symlinked dir, backslashes, duplicates. */
 const trapZip: TestApp = {
@@ -49,9 +27,9 @@ const trapZip: TestApp = {
   async run(ctx) {
     const kind = ctx.inputs[0]!.toString('latin1').trim();
     let zip: Buffer;
-    if (kind === 'through-link') zip = await hostileZip([{ name: 'ok.txt', data: 'ok\n' }, { name: 'link/escaped.txt', data: 'evil\n' }], []);
-    else if (kind === 'backslash') zip = await hostileZip([{ name: 'ok.txt', data: 'ok\n' }, { name: 'zz/escaped.txt', data: 'evil\n' }], [['zz/escaped.txt', '..\\escaped.txt']]);
-    else zip = await hostileZip([{ name: 'ok.txt', data: 'ok\n' }, { name: 'dup.txt', data: 'one\n' }, { name: 'dpp.txt', data: 'two\n' }], [['dpp.txt', 'dup.txt']]);
+    if (kind === 'through-link') zip = await makeZip([{ name: 'ok.txt', data: 'ok\n' }, { name: 'link/escaped.txt', data: 'evil\n' }], []);
+    else if (kind === 'backslash') zip = await makeZip([{ name: 'ok.txt', data: 'ok\n' }, { name: 'zz/escaped.txt', data: 'evil\n' }], [['zz/escaped.txt', '..\\escaped.txt']]);
+    else zip = await makeZip([{ name: 'ok.txt', data: 'ok\n' }, { name: 'dup.txt', data: 'one\n' }, { name: 'dpp.txt', data: 'two\n' }], [['dpp.txt', 'dup.txt']]);
     return { kind: 'success', outputs: [zip], stderr: `trapzip ${kind}\n`, elapsedTime: 1, cpuTime: 1 };
   },
 };
