@@ -13,8 +13,11 @@ import { BoincRpcError } from './errors.js';
 const XML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' };
 
 /** Escapes a value for XML element content (and attribute values). */
+const NEEDS_ESCAPE = /[&<>"']/;
+
 export function xmlEscape(value: string): string {
-  return value.replace(/[&<>"']/g, (c) => XML_ESCAPES[c]!);
+  // Most values (job names, physical names) hold nothing to escape: no replace() then.
+  return NEEDS_ESCAPE.test(value) ? value.replace(/[&<>"']/g, (c) => XML_ESCAPES[c]!) : value;
 }
 
 /** A number as the server parses it; refuses NaN and infinities. */

@@ -5,6 +5,7 @@
 import type { Logger } from './log.js';
 import type { ProjectSession } from './session.js';
 import type { Ledger } from './ledger/types.js';
+import type { ProgressSink } from './staging/progress.js';
 
 export interface GahpConfig {
   /** Where the ledger and the hash cache live. */
@@ -35,4 +36,11 @@ export interface GahpServices {
   config: GahpConfig;
   log: Logger;
   ledger: Ledger;
+  /**
+   * Optional: BOINC_SUBMIT's hashing and upload progress, for a display in this process
+   * (the CLI's bars). At most one event per phase every 100 ms, plus the first (0) and the
+   * last (the totals). Never written on the protocol: a GAHP run as a child process (what
+   * HTCondor starts, or `submit --spawn`) has none.
+   */
+  progress?: ProgressSink;
 }

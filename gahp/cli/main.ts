@@ -137,13 +137,13 @@ export async function main(argv: string[]): Promise<number> {
 
   program
     .command('submit')
-    .description('submit an HTCondor submit description to BOINC through the GAHP, wait, and fetch outputs as HTCondor would')
+    .description('submit an HTCondor submit description to BOINC through the GAHP, wait, and fetch outputs as HTCondor would; on a terminal, progress bars show the hashing and uploading of the inputs')
     .argument('<submit_file>', 'HTCondor submit description (universe = grid, grid_resource = boinc <url>)')
     .option('--no-wait', 'return once the jobs are submitted')
     .option('--new', 'submit again as a new cluster (default: re-running the same file resumes it)')
     .option('--poll <seconds>', 'seconds between status queries', positiveNumber('--poll'), 10)
     .option('--timeout <seconds>', 'give up waiting after this long (exit 1)', positiveNumber('--timeout'))
-    .option('--spawn', 'run the GAHP as a child process (bin/boinc-gahp) instead of in-process')
+    .option('--spawn', 'run the GAHP as a child process (bin/boinc-gahp) instead of in-process; no hashing and upload progress bars then (those need the in-process GAHP: a child GAHP speaks only the protocol)')
     .action(async (file: string, o: { wait: boolean; new?: boolean; poll: number; timeout?: number; spawn?: boolean }, cmd: Command) => {
       code = await submitCmd(globals(cmd), file, o);
     });

@@ -81,3 +81,54 @@ export class ProgressLine {
     if (finalText !== undefined && this.enabled) this.out.write(finalText + '\n');
   }
 }
+
+/** Bytes for people: B, KiB, MiB or GiB with one decimal. */
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n / 1024;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return `${v.toFixed(1)} ${units[u]}`;
+}
+
+/** One BOINC_SUBMIT progress event (gahp/staging/progress.ts), as the view needs it. */
+export interface SubmitProgress {
+  phase: 'hash' | 'upload';
+  doneBytes: number;
+  totalBytes: number;
+  doneFiles: number;
+  totalFiles: number;
+}
+
+/**
+ * Turns BOINC_SUBMIT's hashing and upload events into the progress line: a bar over the
+ * hashing while it runs, then over the uploads (which overlap it; their count is shown
+ * meanwhile). `label` says what is being submitted.
+ */
+export class SubmitProgressView {
+  private hash: SubmitProgress | undefined;
+  private upload: SubmitProgress | undefined;
+
+  constructor(private readonly line: ProgressLine, private readonly label: string) {}
+
+  event(e: SubmitProgress): void {
+    if (e.phase === 'hash') this.hash = e;
+    else this.upload = e;
+    const h = this.hash;
+    const u = this.upload;
+    const files = (p: SubmitProgress) => `${p.doneFiles}/${p.totalFiles} file${p.totalFiles === 1 ? '' : 's'}`;
+    const bytes = (p: SubmitProgress) => `${formatBytes(p.doneBytes)}/${formatBytes(p.totalBytes)}`;
+    if (h && (h.doneFiles < h.totalFiles || !u)) {
+      const also = u ? `; on the server ${files(u)}` : '';
+      this.line.update(`${this.label}: hashing inputs ${bytes(h)}, ${files(h)}${also}`, h.doneBytes, h.totalBytes);
+    } else if (u && u.doneFiles < u.totalFiles) {
+      this.line.update(`${this.label}: uploading inputs ${bytes(u)}, ${files(u)} on the server`, u.doneBytes, u.totalBytes);
+    } else {
+      this.line.update(`${this.label}: inputs staged, creating the jobs`);
+    }
+  }
+}

@@ -13,6 +13,7 @@ import { BoincClient } from '../../boinc-rpc/client.js';
 import { gahpBanner } from '../version.js';
 import type { GahpConfig, GahpServices } from '../services.js';
 import type { Command } from '../protocol/commands.js';
+import type { ProgressSink } from '../staging/progress.js';
 
 export interface GahpRunOptions {
   stateDir?: string;
@@ -28,6 +29,8 @@ export interface GahpRunOptions {
   maxLineBytes?: number;
   input?: NodeJS.ReadableStream;
   output?: NodeJS.WritableStream;
+  /** BOINC_SUBMIT's hashing and upload progress (GahpServices.progress; in-process only). */
+  progress?: ProgressSink;
 }
 
 /** The state directory: --state-dir, else $XDG_STATE_HOME/boinc-gahp, else ~/.local/state/boinc-gahp. */
@@ -63,7 +66,7 @@ export function createServices(opts: GahpRunOptions): GahpServices {
     ...(opts.leaseSeconds ? { defaultLeaseSeconds: opts.leaseSeconds } : {}),
     ...(opts.commandTimeoutMs ? { commandTimeoutMs: opts.commandTimeoutMs } : {}),
   });
-  return { session, config, log, ledger: JournalLedger.open(stateDir) };
+  return { session, config, log, ledger: JournalLedger.open(stateDir), ...(opts.progress ? { progress: opts.progress } : {}) };
 }
 
 export interface RunningGahp {

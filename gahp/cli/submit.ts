@@ -19,7 +19,7 @@ import {
   EXIT_FAILED, EXIT_OK, UsageError, projectFrom, readAuthenticator, runOptions, type GlobalOptions,
 } from './subcommands.js';
 import { defaultStateDir } from './run-gahp.js';
-import { ProgressLine } from './progress.js';
+import { ProgressLine, SubmitProgressView } from './progress.js';
 
 export interface SubmitOptions {
   wait: boolean;
@@ -280,11 +280,14 @@ export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions
     return Object.keys(rec.failed).length ? EXIT_FAILED : EXIT_OK;
   }
 
+  // Bars over hashing and uploads: on a terminal, with the in-process GAHP only (a child
+  // GAHP speaks nothing but the protocol). One BOINC_SUBMIT runs at a time here.
+  let view: SubmitProgressView | undefined;
   const client = o.spawn
     ? GahpClient.spawn(['--protocol', '--state-dir', stateDir, ...(g.log ? ['--log', g.log] : []), ...(g.debug ? ['--debug'] : []),
       ...(g.rpcTimeout ? ['--rpc-timeout', String(g.rpcTimeout)] : []), ...(g.commandTimeout ? ['--command-timeout', String(g.commandTimeout)] : []), ...(g.concurrency ? ['--concurrency', String(g.concurrency)] : [])],
     { onStderr: (t) => process.stderr.write(t) })
-    : GahpClient.inProcess(runOptions({ ...g, stateDir }));
+    : GahpClient.inProcess({ ...runOptions({ ...g, stateDir }), progress: (e) => view?.event(e) });
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   process.once('SIGINT', onSignal);
@@ -297,8 +300,14 @@ export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions
     const submitBatch = async (app: string) => {
       const batch = rec.batches[app]!;
       const procs = procsByApp.get(app)!;
-      progress.update(`submitting ${procs.length} job${procs.length === 1 ? '' : 's'} to ${batch} (hashing and uploading inputs)`);
-      await client.call('BOINC_SUBMIT', submitArgs(batch, app, rec.cluster, procs));
+      const what = `submitting ${procs.length} job${procs.length === 1 ? '' : 's'} to ${batch}`;
+      progress.update(`${what} (hashing and uploading inputs)`);
+      view = progress.tty && !o.spawn ? new SubmitProgressView(progress, `${app}: ${procs.length} job${procs.length === 1 ? '' : 's'}`) : undefined;
+      try {
+        await client.call('BOINC_SUBMIT', submitArgs(batch, app, rec.cluster, procs));
+      } finally {
+        view = undefined;
+      }
       if (!rec.submitted.includes(batch)) rec.submitted.push(batch);
       save();
       progress.log(`submitted ${batch} (${procs.length} job${procs.length === 1 ? '' : 's'})`);

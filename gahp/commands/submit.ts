@@ -6,9 +6,10 @@
  * What happens, in order (each step's failure is reported as `<step>: <reason>`):
  *  1. checks with no I/O: batch, app and job names and every argument can be carried intact
  *     by BOINC's create_work (validate.ts); nothing is sent if not;
- *  2. every unique source path is an existing, readable regular file;
- *  3. get_templates(app): each job's input count must match the input template; when every
- *     job's dst_names are the template's open_names, inputs go in template order;
+ *  2. every unique source path is an existing, readable regular file (no RPC before this);
+ *  3. get_templates(app), sent together with step 4's query_batch (both read-only): each
+ *     job's input count must match the input template; when every job's dst_names are the
+ *     template's open_names, inputs go in template order;
  *  4. meanwhile, from step 2 on: MD5 of each unique path (persistent cache, worker-thread
  *     pool); and what the server and the ledger know of a batch of this name (query_batch):
  *     - none: create it (ledger 'creating' first, then create_batch with expire_time = now +
@@ -22,7 +23,8 @@
  *     upload_files requests, recovery through query_files without batch_id);
  *  6. submit_batch into that batch id: jobs in order, job params, app_version_num; ledger
  *     'submitted'.
- * Commands for one batch name run one at a time in this GAHP.
+ * Commands for one batch name run one at a time in this GAHP. Hashing and staging report
+ * progress to services.progress, if set (at a bounded rate; never on the protocol).
  *
  * Every RPC carries the command's signal: QUIT, EOF or the command timeout cancel calls in
  * flight (uploads included) at once. Retries are bounded in time (README, "Retries and time
@@ -38,6 +40,7 @@ import { HashCache } from '../staging/hash-cache.js';
 import { HashPool, hashSources, type HashedFile, type HashSourcesResult } from '../staging/hashing.js';
 import { physName } from '../staging/plan.js';
 import { createStager, type StageFile } from '../staging/upload.js';
+import { PhaseProgress } from '../staging/progress.js';
 
 /** A failed step: the message says which step and why. */
 class SubmitError extends Error {
@@ -131,8 +134,17 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     const t0 = Date.now();
     const tag = `BOINC_SUBMIT ${ctx.reqId} ${req.batchName}`;
 
-    // 2. Input files.
+    // 2. Input files (synchronous stats, in slices: nothing is sent before they pass).
     const stats = await step('checking input files', () => checkInputFiles(uniqueSources(req.jobs)));
+
+    // 3 and 4, read-only: the template and what the server knows of the batch, asked at
+    // once (both answers are needed before anything is created).
+    const { signal } = ctx;
+    const record = ledger.get(project.url, req.batchName);
+    const templatesP = rpc.getTemplates({ appName: req.appName, signal });
+    const existingP = findBatch(rpc, req.batchName, record?.batchId, signal);
+    templatesP.catch(() => undefined);
+    existingP.catch(() => undefined);
 
     // Hashing starts now (after the cache is loaded, on the first submit). Its results
     // arrive while the template is checked and the batch looked for or created; once the
@@ -140,26 +152,28 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     // remaining files.
     let feed: ((path: string, h: HashedFile) => void) | undefined;
     const early: Array<[string, HashedFile]> = [];
+    let hashBytes = 0;
+    if (services.progress) for (const st of stats.values()) hashBytes += Number(st.size);
+    const hashProgress = new PhaseProgress(services.progress, ctx.reqId, 'hash', stats.size, hashBytes);
     const hashP = step('hashing input files', async () => {
       const { cache: hc, pool: hp } = await hashing();
-      return hashSources(stats, hc, hp, ctx.signal, (p, h) => (feed ? feed(p, h) : early.push([p, h])));
+      return hashSources(stats, hc, hp, ctx.signal, (p, h) => (feed ? feed(p, h) : early.push([p, h])), (n, b) => hashProgress.add(n, b));
     });
     hashP.catch(() => undefined);
     let tHashed = 0;
     hashP.then((h) => {
       tHashed = Date.now();
+      hashProgress.finish();
       log.info(`${tag}: ${req.jobs.length} jobs, ${stats.size} input paths (${h.fromCache} hashes cached, ${h.hashed} hashed, ${h.hashedBytes} bytes) in ${tHashed - t0} ms`);
-    }, () => undefined);
+    }, () => hashProgress.stop());
 
     // 3. Template: counts and order.
-    const { signal } = ctx;
-    const templates = await step('get_templates', () => rpc.getTemplates({ appName: req.appName, signal }));
+    const templates = await step('get_templates', () => templatesP);
     const { jobs, reordered } = await step('checking input files against the app template', () => orderInputs(req.jobs, templates.inputOpenNames));
     if (reordered) log.debug(`${tag}: inputs put in template order (${templates.inputOpenNames.join(', ')})`);
 
     // 4. What exists already.
-    const record = ledger.get(project.url, req.batchName);
-    const existing = await step('looking for an existing batch (query_batch)', () => findBatch(rpc, req.batchName, record?.batchId, signal));
+    const existing = await step('looking for an existing batch (query_batch)', () => existingP);
 
     // 4a. A batch of this name with exactly these jobs: done already (hashes only serve
     // the ledger, which may know the batch already).
@@ -175,7 +189,7 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     const present = new Set(theirs);
     if (existing && present.size === ours.size) {
       log.info(`${tag}: the server already holds this batch (id ${existing.id}) with exactly these ${ours.size} jobs: nothing to do`);
-      if (record?.state !== 'submitted' || (existing.id > 0 && record.batchId !== existing.id)) await recordSubmitted(existing.id, jobs, await hashP);
+      if (record?.state !== 'submitted' || (existing.id > 0 && record.batchId !== existing.id)) await recordSubmitted(existing.id, submittedPatch(jobs, await hashP));
       return ['NULL'];
     }
 
@@ -193,7 +207,7 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
         const now = new Set(settled?.jobs.map((j) => j.name) ?? []);
         if (!settled || [...now].some((n) => !ours.has(n)) || settled.state !== 0 || now.size !== present.size) {
           if (settled && now.size === ours.size && [...now].every((n) => ours.has(n))) {
-            await recordSubmitted(settled.id, jobs, await hashP);
+            await recordSubmitted(settled.id, submittedPatch(jobs, await hashP));
             return ['NULL'];
           }
           throw new SubmitError(`batch ${req.batchName} changed on the server while it was being checked (${now.size} jobs, state ${settled?.state ?? 'gone'}): repeat the submit`);
@@ -219,6 +233,10 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     const tStage = Date.now();
     const needed = new Set<string>();
     for (const job of toSubmit) for (const input of job.inputs) needed.add(input.src);
+    let neededBytes = 0;
+    if (services.progress) for (const p of needed) neededBytes += Number(stats.get(p)!.size);
+    // Upload progress counts paths: one whose content another path already brings is done at once.
+    const uploadProgress = new PhaseProgress(services.progress, ctx.reqId, 'upload', needed.size, neededBytes);
     const stager = createStager({
       rpc,
       batchId,
@@ -229,6 +247,7 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
       uploadBatchFiles: config.uploadBatchFiles ?? 20,
       log: (l) => log.info(`${tag}: ${l}`),
       signal: ctx.signal,
+      ...(services.progress ? { onSettled: (n: number, b: number) => uploadProgress.add(n, b) } : {}),
     });
     const distinct = new Set<string>();
     const toStage = (list: ReadonlyArray<readonly [string, HashedFile]>): StageFile[] => {
@@ -236,6 +255,10 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
       for (const [p, h] of list) {
         if (!needed.has(p)) continue;
         const name = physName(h.md5);
+        if (distinct.has(name)) {
+          uploadProgress.add(1, Number(h.key.size));
+          continue;
+        }
         distinct.add(name);
         out.push({ physName: name, path: p, size: Number(h.key.size), key: h.key });
       }
@@ -249,31 +272,46 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     try {
       hashed = await hashP;
     } catch (err) {
+      uploadProgress.stop();
       stager.abort(err);
       await stager.finish().catch(() => undefined);
       throw err;
     }
-    const report = await step('staging input files', () => stager.finish());
-    const tStaged = Date.now();
-    log.info(`${tag}: ${distinct.size} distinct files: ${report.present} already on the server, ${report.uploaded} uploaded (${report.uploadedBytes} bytes, ${report.uploadRequests} upload_files requests, ${report.recoveries} recoveries), staged ${tStaged - Math.max(tStage, tHashed)} ms after the last hash`);
-
-    // 6. Submit the jobs.
+    // The jobs as BOINC gets them, built while the last files are staged.
     const boincJobs: SubmitJob[] = toSubmit.map((job) => ({
       name: job.name,
       commandLine: commandLine(job),
       inputFiles: job.inputs.map((i) => physName(hashed.files.get(i.src)!.md5)),
     }));
-    await step('submit_batch', () => submitBatch(rpc, req, batchId, boincJobs, signal));
-    await recordSubmitted(batchId, jobs, hashed);
+    const report = await step('staging input files', () => stager.finish()).catch((err: unknown) => {
+      uploadProgress.stop();
+      throw err;
+    });
+    uploadProgress.finish();
+    const tStaged = Date.now();
+    log.info(`${tag}: ${distinct.size} distinct files: ${report.present} already on the server, ${report.uploaded} uploaded (${report.uploadedBytes} bytes, ${report.uploadRequests} upload_files requests, ${report.recoveries} recoveries), staged ${tStaged - Math.max(tStage, tHashed)} ms after the last hash`);
+
+    // 6. Submit the jobs.
+    const submitted = step('submit_batch', () => submitBatch(rpc, req, batchId, boincJobs, signal));
+    submitted.catch(() => undefined);
+    // The ledger's record is built while the server creates the jobs.
+    const patch = submittedPatch(jobs, hashed);
+    await submitted;
+    await recordSubmitted(batchId, patch);
     log.info(`${tag}: submitted ${boincJobs.length} jobs into batch ${batchId} in ${Date.now() - tStaged} ms (total ${Date.now() - t0} ms)`);
     return ['NULL'];
 
-    async function recordSubmitted(id: number, all: readonly SubmitJobSpec[], h: HashSourcesResult): Promise<void> {
+    function submittedPatch(all: readonly SubmitJobSpec[], h: HashSourcesResult): { physFiles: string[]; jobs: Record<string, string> } {
       const physFiles = new Set<string>();
       for (const job of all) for (const i of job.inputs) physFiles.add(physName(h.files.get(i.src)!.md5));
-      const jobsRec: Record<string, string> = {};
+      // Null prototype: a job named `__proto__` is just a key.
+      const jobsRec: Record<string, string> = Object.create(null);
       for (const job of all) jobsRec[job.name] = 'SUBMITTED';
-      await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'submitted', ...(id > 0 ? { batchId: id } : {}), physFiles: [...physFiles], jobs: jobsRec });
+      return { physFiles: [...physFiles], jobs: jobsRec };
+    }
+
+    async function recordSubmitted(id: number, patch: { physFiles: string[]; jobs: Record<string, string> }): Promise<void> {
+      await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'submitted', ...(id > 0 ? { batchId: id } : {}), ...patch });
     }
   }
 

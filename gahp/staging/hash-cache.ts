@@ -186,8 +186,16 @@ export class HashCache {
   private append(text: string): void {
     if (this.fd === undefined) return;
     try {
+      // When the file ends where our reading does and grows by exactly our write, nobody
+      // else appended meanwhile: our own records need not be read back by the next refresh
+      // (they are in memory already). Not while a refresh is reading (it owns the offset).
+      const before = this.refreshing ? -1 : fs.fstatSync(this.fd).size;
       // Whole lines only: a short write would tear a record, which readers tolerate.
-      fs.writeSync(this.fd, text);
+      const n = fs.writeSync(this.fd, text);
+      if (before === this.offset && n === text.length && !this.refreshing && fs.fstatSync(this.fd).size === before + n) {
+        this.offset += n;
+        for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) this.lines++;
+      }
     } catch {
       // Disk full or similar: entries stay in memory for this process.
     }

@@ -149,6 +149,8 @@ export async function hashSources(
   signal?: AbortSignal,
   /** Called for each file as soon as its hash is known (cached ones first). */
   onHashed?: (path: string, file: HashedFile) => void,
+  /** Called with the files and bytes whose hash became known: the cached ones at once, then per worker reply. */
+  onProgress?: (files: number, bytes: number) => void,
 ): Promise<HashSourcesResult> {
   // What other processes appended since (in slices: never a long stall of the loop).
   await cache.refreshAsync();
@@ -165,6 +167,11 @@ export async function hashSources(
     }
   }
   const fromCache = files.size;
+  if (onProgress && fromCache > 0) {
+    let bytes = 0;
+    for (const h of files.values()) bytes += Number(h.key.size);
+    onProgress(fromCache, bytes);
+  }
   if (onHashed) for (const [p, h] of files) onHashed(p, h);
   if (misses.length > 0) {
     // Each chunk is recorded as it arrives: a GAHP killed halfway keeps what it hashed.
@@ -173,6 +180,11 @@ export async function hashSources(
       for (const r of rs) if (r.error === undefined) good.push(r);
       cache.record(good);
       if (onHashed) for (const r of rs) if (r.error === undefined) onHashed(r.path, { md5: r.md5, key: r.key });
+      if (onProgress) {
+        let bytes = 0;
+        for (const r of good) bytes += Number(r.key.size);
+        onProgress(good.length, bytes);
+      }
     });
     for (const r of results) {
       if (r.error !== undefined) throw new HashError(r.path, r.error);

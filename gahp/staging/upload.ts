@@ -54,6 +54,8 @@ export interface StageOptions {
   retryBaseMs?: number;
   log?: (line: string) => void;
   signal?: AbortSignal;
+  /** Called with files (and their bytes) found on the server or uploaded, as that becomes known (progress display). */
+  onSettled?: (files: number, bytes: number) => void;
 }
 
 export interface StageReport {
@@ -121,6 +123,12 @@ export function createStager(opts: StageOptions): Stager {
   const baseMs = opts.retryBaseMs ?? 250;
   const report: StageReport = { present: 0, uploaded: 0, uploadedBytes: 0, uploadRequests: 0, recoveries: 0 };
   const signal = opts.signal;
+  const settled = (list: readonly StageFile[]) => {
+    if (!opts.onSettled || list.length === 0) return;
+    let bytes = 0;
+    for (const f of list) bytes += f.size;
+    opts.onSettled(list.length, bytes);
+  };
   const aborted = () => {
     if (signal?.aborted) {
       const r: unknown = signal.reason;
@@ -216,7 +224,10 @@ export function createStager(opts: StageOptions): Stager {
       aborted();
       try {
         const idx = new Set(await rpc.queryFiles({ physNames: part.map((f) => f.physName), batchId, deleteTime, signal }));
-        part.forEach((f, i) => (idx.has(i) ? toUpload.push(f) : report.present++));
+        const found: StageFile[] = [];
+        part.forEach((f, i) => (idx.has(i) ? toUpload : found).push(f));
+        report.present += found.length;
+        settled(found);
       } catch (err) {
         if (isPermanent(err) && !isDuplicate(err)) throw err;
         log(`staging: batch-linked query_files failed (${(err as Error).message}); finding out what is present`);
@@ -247,6 +258,10 @@ export function createStager(opts: StageOptions): Stager {
     }
     gone ??= await linkEach(present);
     report.present += present.length - gone.length;
+    if (opts.onSettled) {
+      const missing = new Set(gone);
+      settled(present.filter((f) => !missing.has(f)));
+    }
     return [...absent, ...gone];
   }
 
@@ -273,6 +288,7 @@ export function createStager(opts: StageOptions): Stager {
         await rpc.uploadFiles({ files: todo.map((f) => ({ physName: f.physName, path: f.path })), batchId, deleteTime, signal });
         report.uploaded += todo.length;
         for (const f of todo) report.uploadedBytes += f.size;
+        settled(todo);
         return;
       } catch (err) {
         if (timedOut(err)) timeouts++;
