@@ -84,15 +84,26 @@ export class ProgressLine {
 
 /** Bytes for people: B, KiB, MiB or GiB with one decimal. */
 export function formatBytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n / 1024;
+  const [v, unit] = scaled(n, n);
+  return unit === 'B' ? `${n} B` : `${v} ${unit}`;
+}
+
+/** `done/total unit` in the total's unit, e.g. `12.5/480.0 MiB`. */
+export function formatBytePair(done: number, total: number): string {
+  const [d] = scaled(done, total);
+  const [t, unit] = scaled(total, total);
+  return unit === 'B' ? `${done}/${total} B` : `${d}/${t} ${unit}`;
+}
+
+function scaled(n: number, by: number): [string, string] {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let u = 0;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
+  let div = 1;
+  while (by / div >= 1024 && u < units.length - 1) {
+    div *= 1024;
     u++;
   }
-  return `${v.toFixed(1)} ${units[u]}`;
+  return [(n / div).toFixed(1), units[u]!];
 }
 
 /** One BOINC_SUBMIT progress event (gahp/staging/progress.ts), as the view needs it. */
@@ -121,12 +132,11 @@ export class SubmitProgressView {
     const h = this.hash;
     const u = this.upload;
     const files = (p: SubmitProgress) => `${p.doneFiles}/${p.totalFiles} file${p.totalFiles === 1 ? '' : 's'}`;
-    const bytes = (p: SubmitProgress) => `${formatBytes(p.doneBytes)}/${formatBytes(p.totalBytes)}`;
     if (h && (h.doneFiles < h.totalFiles || !u)) {
-      const also = u ? `; on the server ${files(u)}` : '';
-      this.line.update(`${this.label}: hashing inputs ${bytes(h)}, ${files(h)}${also}`, h.doneBytes, h.totalBytes);
+      const also = u ? `, ${u.doneFiles} on the server` : '';
+      this.line.update(`${this.label}: hashing ${formatBytePair(h.doneBytes, h.totalBytes)} (${files(h)})${also}`, h.doneBytes, h.totalBytes);
     } else if (u && u.doneFiles < u.totalFiles) {
-      this.line.update(`${this.label}: uploading inputs ${bytes(u)}, ${files(u)} on the server`, u.doneBytes, u.totalBytes);
+      this.line.update(`${this.label}: uploading ${formatBytePair(u.doneBytes, u.totalBytes)} (${files(u)})`, u.doneBytes, u.totalBytes);
     } else {
       this.line.update(`${this.label}: inputs staged, creating the jobs`);
     }
