@@ -6,10 +6,12 @@
  * What happens, in order (each step's failure is reported as `<step>: <reason>`):
  *  1. checks with no I/O: batch, app and job names and every argument can be carried intact
  *     by BOINC's create_work (validate.ts); nothing is sent if not;
- *  2. every unique source path is an existing, readable regular file (no RPC before this);
- *  3. get_templates(app), sent together with step 4's query_batch (both read-only): each
- *     job's input count must match the input template; when every job's dst_names are the
- *     template's open_names, inputs go in template order;
+ *  2. every unique source path is an existing, readable regular file (nothing is created
+ *     or uploaded before this; only the read-only get_templates and query_batch of steps 3
+ *     and 4 are already on their way, and are cancelled if a file fails);
+ *  3. get_templates(app), sent together with step 4's query_batch: each job's input count
+ *     must match the input template; when every job's dst_names are the template's
+ *     open_names, inputs go in template order;
  *  4. meanwhile, from step 2 on: MD5 of each unique path (persistent cache, worker-thread
  *     pool); and what the server and the ledger know of a batch of this name (query_batch):
  *     - none: create it (ledger 'creating' first, then create_batch with expire_time = now +
@@ -30,6 +32,7 @@
  * flight (uploads included) at once. Retries are bounded in time (README, "Retries and time
  * to error"): create_batch is tried again after a timeout at most once.
  */
+import type { BigIntStats } from 'node:fs';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import type { BoincRpc, QueryBatchReply, SubmitJob } from '../../boinc-rpc/types.js';
 import type { AsyncCommand, HandlerContext } from '../protocol/commands.js';
@@ -134,17 +137,26 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     const t0 = Date.now();
     const tag = `BOINC_SUBMIT ${ctx.reqId} ${req.batchName}`;
 
-    // 2. Input files (synchronous stats, in slices: nothing is sent before they pass).
-    const stats = await step('checking input files', () => checkInputFiles(uniqueSources(req.jobs)));
-
-    // 3 and 4, read-only: the template and what the server knows of the batch, asked at
-    // once (both answers are needed before anything is created).
+    // 3 and 4 start first, read-only: the template and what the server knows of the batch,
+    // asked at once and while the input files are checked (both answers are needed before
+    // anything is created). If the files fail the check these two are cancelled.
     const { signal } = ctx;
+    const lookups = new AbortController();
+    const lookupSignal = AbortSignal.any([signal, lookups.signal]);
     const record = ledger.get(project.url, req.batchName);
-    const templatesP = rpc.getTemplates({ appName: req.appName, signal });
-    const existingP = findBatch(rpc, req.batchName, record?.batchId, signal);
+    const templatesP = rpc.getTemplates({ appName: req.appName, signal: lookupSignal });
+    const existingP = findBatch(rpc, req.batchName, record?.batchId, lookupSignal);
     templatesP.catch(() => undefined);
     existingP.catch(() => undefined);
+
+    // 2. Input files (synchronous stats, in slices), before anything is created or uploaded.
+    let stats: Map<string, BigIntStats>;
+    try {
+      stats = await step('checking input files', () => checkInputFiles(uniqueSources(req.jobs)));
+    } catch (err) {
+      lookups.abort();
+      throw err;
+    }
 
     // Hashing starts now (after the cache is loaded, on the first submit). Its results
     // arrive while the template is checked and the batch looked for or created; once the

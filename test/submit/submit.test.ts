@@ -211,7 +211,7 @@ describe('checks before anything is created', () => {
     expect(env.server.rpcLog()).toEqual([]);
   });
 
-  test('a missing, unreadable or non-regular input file fails the batch naming the path, before any RPC', async () => {
+  test('a missing, unreadable or non-regular input file fails the batch naming the path, before anything is created or uploaded', async () => {
     const ok = writeInput(env.dir, 'present.txt', 'x\n');
     const missing = path.join(env.dir, 'no such dir', 'missing file.txt');
     const batch = batchName('uppercase');
@@ -231,7 +231,9 @@ describe('checks before anything is created', () => {
       expect(m3).toContain(locked);
       expect(m3).toContain('not readable');
     }
-    expect(env.server.rpcLog()).toEqual([]);
+    // Only the read-only lookups sent alongside the file checks (and cancelled by their failure).
+    expect(env.server.rpcLog().map((e) => e.rpc).filter((n) => !['get_templates', 'query_batch', 'query_batch2'].includes(n))).toEqual([]);
+    expect(env.server.batches().filter((b) => b.name === batch)).toEqual([]);
   });
 
   test('an input count that does not match the template fails the batch naming the job, before anything is created', async () => {
