@@ -397,9 +397,9 @@ export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions
         await sleep(o.poll * 1000, stop.signal);
         continue;
       }
-      // BOINC stores job mod_time in whole seconds, so a change in the same second as a
-      // poll is missed by a query from that poll's server_time: ask from a second earlier.
-      serverTime = String(Math.max(0, Math.floor(Number(result.serverTime)) - 1));
+      // As the gridmanager does: the next poll asks from this server_time, unchanged (the
+      // GAHP itself covers BOINC's whole-second mod_time).
+      serverTime = result.serverTime;
       result.batches.forEach((jobs) => {
         for (const [j, s] of jobs) status.set(j, s);
       });
