@@ -14,6 +14,8 @@ export type RpcFactory = (opts: BoincClientOptions) => BoincRpc;
 export class ProjectSession {
   private selection: ProjectSelection | undefined;
   private client: BoincRpc | undefined;
+  /** Every client made, closed at shutdown (in-flight commands keep theirs until then). */
+  private readonly opened: BoincRpc[] = [];
 
   constructor(
     private readonly makeClient: RpcFactory,
@@ -44,8 +46,6 @@ export class ProjectSession {
     }
     return { project: this.selection, rpc: this.client };
   }
-
-  private readonly opened: BoincRpc[] = [];
 
   close(): void {
     for (const c of this.opened) c.close();

@@ -67,11 +67,10 @@ export interface ParseOptions {
   env?: NodeJS.ProcessEnv;
 }
 
-const SUPPORTED = new Set([
-  'executable', 'arguments', 'transfer_input_files', 'input', 'transfer_output_files',
-  'transfer_output_remaps', 'output', 'error', 'initialdir', 'boinc_authenticator_file',
-  'grid_resource', 'universe',
-]);
+// Every other assignment is a macro: the supported commands (executable, arguments,
+// transfer_input_files, input, transfer_output_files, transfer_output_remaps, output, error,
+// initialdir, boinc_authenticator_file, grid_resource, universe) are read from the macros
+// when the jobs are built, so no separate list of them is kept here.
 
 /** Accepted, with a warning that they have no effect here. */
 const IGNORED = new Set([

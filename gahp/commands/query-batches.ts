@@ -175,11 +175,12 @@ export function queryBatchesCommand(services: GahpServices): AsyncCommand<QueryB
     async run(req, ctx) {
       const { project, rpc } = services.session.rpc();
       const t0 = performance.now();
-      const reply = await rpc.queryBatch2(serverMinModTime(req.minModTime), req.batchNames, { signal: ctx.signal });
+      const askFrom = serverMinModTime(req.minModTime);
+      const reply = await rpc.queryBatch2(askFrom, req.batchNames, { signal: ctx.signal });
       const t1 = performance.now();
       const { tokens, ledger } = await buildQueryResult(reply, req.batchNames, {
         for: (batchName) => reported.batch(project.url, batchName),
-        skipUnchanged: serverMinModTime(req.minModTime) !== req.minModTime,
+        skipUnchanged: askFrom !== req.minModTime,
       });
       const t2 = performance.now();
       // Recorded in the background: the gridmanager need not wait for the ledger (its

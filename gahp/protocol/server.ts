@@ -514,6 +514,3 @@ function errorText(err: unknown): string {
 function clip(line: string, fullLength = line.length): string {
   return line.length > 2000 ? line.slice(0, 2000) + `...[${fullLength} chars]` : line;
 }
-
-/** Exposed for tests and the interactive CLI: escape one token as the server does. */
-export { escapeToken };
