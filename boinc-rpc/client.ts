@@ -1,5 +1,5 @@
 /**
- * BoincClient: the typed BOINC remote-submission RPC client (shared/BOINC-RPC.md).
+ * BoincClient: the typed BOINC remote-submission RPC client (docs/boinc-server.md).
  * Requests are XML documents (every value escaped) POSTed as multipart/form-data; replies
  * are read leniently (xml.ts, replies.ts); HTTP, retries and redaction live in transport.ts.
  */

@@ -1,5 +1,5 @@
 /**
- * The typed surface of the BOINC remote-submission web RPCs (see shared/BOINC-RPC.md).
+ * The typed surface of the BOINC remote-submission web RPCs (see docs/boinc-server.md).
  * No GAHP knowledge here: these are BOINC's own concepts.
  */
 

@@ -1,7 +1,7 @@
 /**
  * Puts a batch's input files on the server and links every one of them to the batch, so
  * BOINC's file deleter keeps them while the batch lives. Safe against the real server's
- * non-idempotent file RPCs (BOINC-RPC.md, "What the real server does"):
+ * non-idempotent file RPCs (docs/boinc-server.md, "What the real server does"):
  *
  * - `query_files` WITH batch_id links present files; repeating it for a file already linked
  *   fails (`Duplicate entry`). It is sent once per name, and only for a batch we just created.

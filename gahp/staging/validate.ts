@@ -14,7 +14,7 @@ export class SubmitCheckError extends Error {
 /**
  * Characters an argument may not hold. The current submit_rpc_handler.php writes one line
  * per job to create_work's standard input (`--command_line "<text>"`, no shell), and
- * create_work puts the text into SQL and XML unescaped (BOINC-RPC.md, "Command lines",
+ * create_work puts the text into SQL and XML unescaped (docs/boinc-server.md, "Command lines",
  * measured): whitespace splits it, a `"` splits the line, a `'` breaks the SQL insert, a
  * backslash vanishes, `<` `>` `&` corrupt the workunit XML. Control characters (C0, DEL,
  * C1) and Unicode spaces count as whitespace. Everything else (`$`, `*`, `=`, `/`, ...)

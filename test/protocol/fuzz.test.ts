@@ -91,7 +91,7 @@ function mutate(template: string[], muts: Mutation[]): string[] {
   return t;
 }
 
-/** Valid request arguments (reqid first for async commands), after CONDOR-SESSION-EXAMPLE.md. */
+/** Valid request arguments (reqid first for async commands), after the session in docs/gahp-protocol.md. */
 function templates(tmp: string): Record<string, string[]> {
   const batch = 'condor#schedd@submit.example.org#uppercase#1796204752';
   const job0 = `${batch}#1001.0`;

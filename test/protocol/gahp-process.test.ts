@@ -10,7 +10,7 @@ import { startStubServer, type StubServer } from '../support/stub-http.js';
 
 const BANNER = '$GahpVersion: 1.0.0 Dec 02 2026 boinc-gahp $';
 const CONDOR_VERSION_REPLY = 'S $GahpVersion:\\ 1.0.0\\ Dec\\ 02\\ 2026\\ boinc-gahp\\ $';
-/** The COMMANDS reply of CONDOR-SESSION-EXAMPLE.md: the final list, exactly. */
+/** The COMMANDS reply a gridmanager session gets (docs/gahp-protocol.md): the final list, exactly. */
 const ALL_COMMANDS = 'S ASYNC_MODE_OFF ASYNC_MODE_ON BOINC_ABORT_JOBS BOINC_FETCH_OUTPUT BOINC_PING BOINC_QUERY_BATCHES BOINC_RETIRE_BATCH BOINC_SELECT_PROJECT BOINC_SET_LEASE BOINC_SUBMIT COMMANDS CONDOR_VERSION QUIT RESPONSE_PREFIX RESULTS VERSION';
 const ALL_WORDS = ALL_COMMANDS.split(' ').slice(1);
 const REQUIRED_NOW = ['ASYNC_MODE_OFF', 'ASYNC_MODE_ON', 'BOINC_PING', 'BOINC_SELECT_PROJECT', 'COMMANDS', 'CONDOR_VERSION', 'QUIT', 'RESPONSE_PREFIX', 'RESULTS', 'VERSION'];

@@ -3,7 +3,7 @@
  * appears in no result, no stdout/stderr byte and no file the GAHP or its CLI writes (state
  * directory with its debug log, output directories), across successes, server errors and
  * injected faults; names with XML metacharacters reach the server literally where BOINC can
- * carry them and are refused before any RPC where it cannot (BOINC-RPC.md, "Command lines");
+ * carry them and are refused before any RPC where it cannot (docs/boinc-server.md, "Command lines");
  * outputs named by the server cannot land outside the job's directory.
  */
 import * as fs from 'node:fs';
