@@ -15,6 +15,7 @@ import { resultsDrainOnce } from './figures/drain.js';
 import { FULL_BIG, FULL_SUBMIT, QUICK_BIG, QUICK_SUBMIT, bigUploadOnce, makeSubmitInputs, removeInputs, submitOnce } from './figures/submit.js';
 import { makeQueryWorld, queryOnce, type QueryWorld } from './figures/query.js';
 import { FULL_LATENCY, QUICK_LATENCY, versionLatencyOnce } from './figures/latency.js';
+import { SERVER_DELAY_MS, SMALL, idleOnce, smallSubmitOnce } from './figures/small.js';
 
 interface Target {
   key: string;
@@ -34,6 +35,10 @@ export const TARGETS: Target[] = [
   { key: 'query_100k_s', op: '<=', value: 2, unit: 's' },
   { key: 'query_100k_rss_mb', op: '<=', value: 300, unit: 'MiB' },
   { key: 'version_latency_p99_ms', op: '<=', value: 50, unit: 'ms' },
+  { key: 'small_submit_overhead_ms', op: '<=', value: 15, unit: 'ms' },
+  { key: 'small_submit_round_trips', op: '<=', value: Infinity, unit: '' },
+  { key: 'warm_submit_round_trips', op: '<=', value: 3, unit: '' },
+  { key: 'idle_rss_mb', op: '<=', value: 50, unit: 'MiB' },
 ];
 
 export interface BenchContext {
@@ -132,6 +137,46 @@ const FIGURES: Figure[] = [
         ctx.note(`latency run ${i + 1}: ${r.samples} VERSION samples over ${r.seconds.toFixed(1)} s, p99 ${r.p99.toFixed(1)} ms, max ${r.max.toFixed(1)} ms; with nothing in flight p99 ${r.idleP99.toFixed(1)} ms`);
       }
       return { version_latency_p99_ms: median(p99), version_latency_max_ms: median(max), version_latency_idle_p99_ms: median(idle) };
+    },
+  },
+  {
+    id: 'small',
+    async run(ctx) {
+      // Cheap (about a second each) and noisy on a shared machine: at least 5 runs.
+      const runs = Math.max(ctx.runs, 5);
+      const r = { over: [] as number[], trips: [] as number[], ms: [] as number[], wOver: [] as number[], wTrips: [] as number[], wMs: [] as number[] };
+      for (let i = 0; i < runs; i++) {
+        const { cold, warm } = await smallSubmitOnce();
+        r.over.push(cold.overheadMs);
+        r.trips.push(cold.roundTrips);
+        r.ms.push(cold.ms);
+        r.wOver.push(warm.overheadMs);
+        r.wTrips.push(warm.roundTrips);
+        r.wMs.push(warm.ms);
+        ctx.note(`small submit run ${i + 1} (${SMALL.njobs} jobs over ${SMALL.nfiles} x ${SMALL.fileBytes >> 10} KiB, server +${SERVER_DELAY_MS} ms per call): cold ${cold.ms.toFixed(1)} ms = ${cold.serverMs.toFixed(1)} in the server + ${cold.overheadMs.toFixed(1)} own, ${cold.calls} calls, ${cold.roundTrips} sequential; warm ${warm.ms.toFixed(1)} ms = ${warm.serverMs.toFixed(1)} + ${warm.overheadMs.toFixed(1)}, ${warm.calls} calls, ${warm.roundTrips} sequential`);
+      }
+      return {
+        small_submit_overhead_ms: median(r.over),
+        small_submit_round_trips: median(r.trips),
+        small_submit_ms: median(r.ms),
+        warm_submit_round_trips: median(r.wTrips),
+        warm_submit_overhead_ms: median(r.wOver),
+        warm_small_submit_ms: median(r.wMs),
+      };
+    },
+  },
+  {
+    id: 'idle',
+    async run(ctx) {
+      const rss: number[] = [];
+      const threads: number[] = [];
+      for (let i = 0; i < Math.max(ctx.runs, 3); i++) {
+        const r = await idleOnce();
+        rss.push(r.rssMb);
+        threads.push(r.threads);
+      }
+      ctx.note(`idle GAHP after start-up and BOINC_SELECT_PROJECT: RSS ${rss.map((x) => x.toFixed(1)).join(', ')} MiB; threads ${threads.join(', ')}`);
+      return { idle_rss_mb: median(rss), idle_threads: median(threads) };
     },
   },
   {

@@ -2,16 +2,42 @@
  * The bundled test server in a child process of its own, so that its work (parsing a
  * 2,000-job submit, storing uploads) neither shares the bench's event loop (which times
  * replies) nor counts towards anyone's RSS. Driven over IPC by lib/server.ts.
+ *
+ * It also times every HTTP call the server handles, from the request's headers to the end
+ * of its reply, through node's http diagnostics channels: the server code is not touched,
+ * so the same timing works against the test server of any older commit (at-commit.ts).
+ * Times are process.hrtime (CLOCK_MONOTONIC on Linux: the same clock in every process).
  */
+import diagnosticsChannel from 'node:diagnostics_channel';
+import type { IncomingMessage } from 'node:http';
 import { startTestServer } from '../../../fixtures/test-server/index.js';
 import type { ExtendedTestServerOptions } from '../../../fixtures/test-server/index.js';
 
 interface Request {
   id: number;
-  op: 'advanceAll' | 'summary' | 'clearRpcLog' | 'close';
+  op: 'advanceAll' | 'summary' | 'clearRpcLog' | 'calls' | 'close';
   batchName?: string;
   to?: 'UNSENT' | 'IN_PROGRESS' | 'DONE' | 'ERROR';
 }
+
+/** One HTTP call as the server saw it: ms on the shared monotonic clock, and its URL path. */
+export interface CallTime {
+  start: number;
+  end: number;
+  path: string;
+}
+
+const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
+const callTimes: CallTime[] = [];
+const started = new WeakMap<IncomingMessage, number>();
+diagnosticsChannel.subscribe('http.server.request.start', (m) => {
+  started.set((m as { request: IncomingMessage }).request, nowMs());
+});
+diagnosticsChannel.subscribe('http.server.response.finish', (m) => {
+  const req = (m as { request: IncomingMessage }).request;
+  const start = started.get(req);
+  if (start !== undefined) callTimes.push({ start, end: nowMs(), path: (req.url ?? '').replace(/\?.*$/, '') });
+});
 
 async function main(): Promise<void> {
   const opts = JSON.parse(process.argv[2] ?? '{}') as ExtendedTestServerOptions;
@@ -43,6 +69,10 @@ async function main(): Promise<void> {
         }
         case 'clearRpcLog':
           server.clearRpcLog();
+          callTimes.length = 0;
+          break;
+        case 'calls':
+          result = callTimes;
           break;
         case 'close':
           await server.close();

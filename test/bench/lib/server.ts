@@ -4,6 +4,9 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchTempDir, onCleanup, removeTempDir } from './tmp.js';
 import type { ExtendedTestServerOptions } from '../../../fixtures/test-server/index.js';
+import type { CallTime } from './server-child.js';
+
+export type { CallTime };
 
 const CHILD = path.join(path.dirname(fileURLToPath(import.meta.url)), 'server-child.js');
 
@@ -76,6 +79,11 @@ export class BenchServer {
 
   summary(): Promise<ServerSummary> {
     return this.call('summary');
+  }
+
+  /** The HTTP calls handled since the last clearRpcLog, with their times (lib/server-child.ts). */
+  calls(): Promise<CallTime[]> {
+    return this.call('calls');
   }
 
   clearRpcLog(): Promise<void> {

@@ -1,0 +1,144 @@
+/**
+ * Small-submit and idle figures (issue 12): what the GAHP itself costs on top of a real
+ * PHP server, which charges every call 5-25 ms.
+ *
+ * - small_submit_overhead_ms: a cold BOINC_SUBMIT (fresh GAHP, state dir and server; the
+ *   first command after BOINC_SELECT_PROJECT) of 40 jobs over 10 new 64 KiB files, from
+ *   writing the request to reading its result (S, R, RESULTS), minus the time in which at
+ *   least one call was inside the server. The server adds SERVER_DELAY_MS to every call, so
+ *   round trips cost what they cost on a real server; the remainder is the GAHP's own time
+ *   on the critical path (start-up work, hashing, ledger syncs, building requests, the
+ *   protocol).
+ * - small_submit_round_trips: the most calls of that submit that ran one after another
+ *   (each starting after the previous one's reply was complete): the sequential calls on
+ *   its critical path.
+ * - warm_submit_round_trips, warm_submit_overhead_ms: the same for a second BOINC_SUBMIT
+ *   of the same files from the same GAHP (new batch and job names): files on the server,
+ *   hashes cached.
+ * - idle_rss_mb, idle_threads: a fresh GAHP after the start-up sequence and
+ *   BOINC_SELECT_PROJECT, once it has gone CPU-idle.
+ */
+import * as fs from 'node:fs';
+import { GahpDriver } from '../lib/driver.js';
+import { cpuTicks, currentRss } from '../lib/proc.js';
+import { BenchServer, type CallTime } from '../lib/server.js';
+import { benchTempDir, removeTempDir } from '../lib/tmp.js';
+import { writeMany } from '../lib/files.js';
+import { sleep } from '../lib/stats.js';
+import { batchName, jobsOver, submitLine } from './submit.js';
+
+/** Added by the test server to every call (the low end of a real server on loopback). */
+export const SERVER_DELAY_MS = 20;
+export const SMALL = { njobs: 40, nfiles: 10, fileBytes: 64 << 10 };
+
+/** Total length of the union of the intervals, clipped to [from, to]. */
+export function busyMs(calls: readonly CallTime[], from: number, to: number): number {
+  const xs = calls
+    .map((c) => ({ start: Math.max(from, c.start), end: Math.min(to, c.end) }))
+    .filter((c) => c.end > c.start)
+    .sort((a, b) => a.start - b.start);
+  let total = 0;
+  let curStart = -Infinity;
+  let curEnd = -Infinity;
+  for (const c of xs) {
+    if (c.start > curEnd) {
+      if (curEnd > curStart) total += curEnd - curStart;
+      curStart = c.start;
+      curEnd = c.end;
+    } else if (c.end > curEnd) curEnd = c.end;
+  }
+  if (curEnd > curStart) total += curEnd - curStart;
+  return total;
+}
+
+/** The longest chain of calls each starting after the previous one ended (greedy by end time). */
+export function sequentialCalls(calls: readonly CallTime[]): number {
+  const xs = [...calls].sort((a, b) => a.end - b.end);
+  let n = 0;
+  let last = -Infinity;
+  for (const c of xs) {
+    if (c.start >= last) {
+      n++;
+      last = c.end;
+    }
+  }
+  return n;
+}
+
+export interface SubmitTiming {
+  ms: number;
+  serverMs: number;
+  overheadMs: number;
+  roundTrips: number;
+  calls: number;
+}
+
+const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
+
+async function timedSmallSubmit(gahp: GahpDriver, server: BenchServer, line: string): Promise<SubmitTiming> {
+  await server.clearRpcLog();
+  const t0 = nowMs();
+  const result = await gahp.callNotified('BOINC_SUBMIT', line);
+  const t1 = nowMs();
+  if (result !== 'NULL') throw new Error(`BOINC_SUBMIT failed: ${result.slice(0, 500)}`);
+  const calls = (await server.calls()).filter((c) => c.end > t0 && c.start < t1);
+  const serverMs = busyMs(calls, t0, t1);
+  return { ms: t1 - t0, serverMs, overheadMs: t1 - t0 - serverMs, roundTrips: sequentialCalls(calls), calls: calls.length };
+}
+
+let seed = 70000;
+
+export async function smallSubmitOnce(): Promise<{ cold: SubmitTiming; warm: SubmitTiming }> {
+  const dir = benchTempDir('small');
+  const server = await BenchServer.start({ latencyMs: SERVER_DELAY_MS });
+  const gahp = await GahpDriver.start();
+  try {
+    // New content every run: the files are new to the server and to the hash cache.
+    const files = writeMany(dir, SMALL.nfiles, SMALL.fileBytes, (seed += 100));
+    await gahp.startup();
+    await gahp.selectProject(server.url, server.authenticator);
+    const b1 = batchName('s');
+    const cold = await timedSmallSubmit(gahp, server, submitLine(b1, jobsOver(b1, files, SMALL.njobs)));
+    const s = await server.summary();
+    if (s.files !== SMALL.nfiles) throw new Error(`server holds ${s.files} files after the small submit`);
+    const b2 = batchName('t');
+    const warm = await timedSmallSubmit(gahp, server, submitLine(b2, jobsOver(b2, files, SMALL.njobs)));
+    return { cold, warm };
+  } finally {
+    await gahp.close();
+    await server.close();
+    removeTempDir(dir);
+  }
+}
+
+function threads(pid: number): number {
+  try {
+    const m = /^Threads:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** RSS (MiB) and threads of a fresh GAHP after start-up and BOINC_SELECT_PROJECT, once CPU-idle. */
+export async function idleOnce(): Promise<{ rssMb: number; threads: number }> {
+  const server = await BenchServer.start();
+  const gahp = await GahpDriver.start();
+  try {
+    await gahp.startup();
+    await gahp.selectProject(server.url, server.authenticator);
+    // Idle: no CPU used over 300 ms (at most 5 s of waiting), then read.
+    for (let i = 0, last = cpuTicks(gahp.pid); i < 50; i++) {
+      await sleep(300);
+      const now = cpuTicks(gahp.pid);
+      if (now === last) break;
+      last = now;
+    }
+    const rss = currentRss(gahp.pid);
+    if (rss === undefined) throw new Error('cannot read the GAHP\'s RSS (/proc)');
+    return { rssMb: rss / (1024 * 1024), threads: threads(gahp.pid) };
+  } finally {
+    await gahp.close();
+    await server.close();
+  }
+}
