@@ -1,15 +1,22 @@
 /**
- * The persistent hash cache: file identity (device, inode, size, mtime in ns) -> MD5, in
- * `hash-cache.v1` in the state directory, so an unchanged file is hashed once, across
- * commands, restarts and GAHPs sharing the state directory.
+ * The persistent hash cache: file identity (device, inode, size, mtime and ctime in ns:
+ * hash-key.ts) -> MD5, in `hash-cache.v2` in the state directory, so an unchanged file is
+ * hashed once, across commands, restarts and GAHPs sharing the state directory. It may never
+ * answer differently from hashing the file now: anything that can change the content
+ * without changing the identity (see hash-key.ts) must be kept out.
  *
- * Format: one record per line, `v1 <dev> <ino> <size> <mtimeNs> <hashedAtMs> <md5> <check>`,
- * where check is the first 8 hex digits of the MD5 of everything before it. Records are
- * appended with O_APPEND, one write() each, so concurrent GAHPs never interleave inside a
- * line; a line torn by a crash (or glued to the next one) fails its check and is skipped.
- * A later record for the same (dev, ino) replaces an earlier one. Each lookup round first
- * reads what other processes appended since. An oversized file is compacted on open
- * (temp file, fsync, rename); other processes notice the new inode and reload.
+ * Format: one record per line,
+ * `v2 <dev> <ino> <size> <mtimeNs> <ctimeNs> <hashedAtMs> <md5> <check>`, where check is the
+ * first 8 hex digits of the MD5 of everything before it. Records are appended with
+ * O_APPEND, one write() each, so concurrent GAHPs never interleave inside a line; a line
+ * torn by a crash (or glued to the next one) fails its check and is skipped. A later record
+ * for the same (dev, ino) replaces an earlier one. Each lookup round first reads what other
+ * processes appended since. An oversized file is compacted on open (temp file, fsync,
+ * rename); other processes notice the new inode and reload.
+ *
+ * The older `hash-cache.v1` keyed on mtime without ctime, so a file rewritten with its mtime
+ * put back matched its old record: its records cannot be judged and are dropped (the file is
+ * removed on open; lines of another version in this file are skipped).
  *
  * The GAHP loads and refreshes the cache with openAsync() and refreshAsync(): reads and
  * parsing go in slices with yields to the event loop (a multi-million-record cache must not
@@ -17,9 +24,7 @@
  * when complete, so lookups meanwhile see the previous state. open() and refresh() do the
  * same synchronously (tools and tests).
  *
- * Racy entries are never trusted (as git does): if the file's mtime lies within the
- * filesystem's timestamp granularity of the moment hashing began, a later write in the same
- * tick could leave size and mtime unchanged. Such results are not recorded.
+ * Racy hashes are never recorded (isRacy(), as git does), neither in memory nor on disk.
  */
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
@@ -27,12 +32,16 @@ import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { createHash } from 'node:crypto';
 import type { FileKey } from './hash-types.js';
+import { isRacy } from './hash-key.js';
 
-export const HASH_CACHE_FILE = 'hash-cache.v1';
+export const HASH_CACHE_FILE = 'hash-cache.v2';
+/** Earlier formats, removed on open (their records cannot be trusted). */
+const OLD_CACHE_FILES = ['hash-cache.v1'];
 
 interface Entry {
   size: string;
   mtimeNs: string;
+  ctimeNs: string;
   md5: string;
 }
 
@@ -52,21 +61,10 @@ interface LoadState {
   lines: number;
 }
 
-const LINE = /^v1 ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9a-f]{32}) ([0-9a-f]{8})$/;
+const LINE = /^v2 ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9a-f]{32}) ([0-9a-f]{8})$/;
 
 function check(text: string): string {
   return createHash('md5').update(text).digest('hex').slice(0, 8);
-}
-
-/**
- * Whether a hash taken at hashedAtMs can be trusted for a file with this mtime. Sub-second
- * mtimes mean a fine-grained filesystem (granularity at most a kernel tick): 50 ms is a
- * safe margin. A whole-second mtime may come from a 1 s (or 2 s, FAT) filesystem.
- */
-export function isRacy(mtimeNs: string, hashedAtMs: number): boolean {
-  const mtime = BigInt(mtimeNs);
-  const marginNs = mtime % 1_000_000_000n === 0n ? 2_000_000_000n : 50_000_000n;
-  return BigInt(hashedAtMs) * 1_000_000n - mtime < marginNs;
 }
 
 export class HashCache {
@@ -86,6 +84,7 @@ export class HashCache {
     const cache = new HashCache(path.join(stateDir, HASH_CACHE_FILE));
     try {
       fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+      removeOldFormats(stateDir, log);
       cache.reopen();
       if (cache.lines > 100_000 && cache.lines > 3 * cache.entries.size) cache.compact();
     } catch (err) {
@@ -104,6 +103,7 @@ export class HashCache {
     const cache = new HashCache(path.join(stateDir, HASH_CACHE_FILE));
     try {
       await fsp.mkdir(stateDir, { recursive: true, mode: 0o700 });
+      removeOldFormats(stateDir, log);
       await cache.reopenAsync();
       if (cache.lines > 100_000 && cache.lines > 3 * cache.entries.size) await cache.compactAsync();
     } catch (err) {
@@ -120,7 +120,7 @@ export class HashCache {
   /** The cached MD5 of a file with this identity, if any. */
   lookup(key: FileKey): string | undefined {
     const e = this.entries.get(`${key.dev}:${key.ino}`);
-    if (!e || e.size !== key.size || e.mtimeNs !== key.mtimeNs) return undefined;
+    if (!e || e.size !== key.size || e.mtimeNs !== key.mtimeNs || e.ctimeNs !== key.ctimeNs) return undefined;
     return e.md5;
   }
 
@@ -166,9 +166,9 @@ export class HashCache {
   record(items: ReadonlyArray<{ key: FileKey; md5: string; hashedAtMs: number }>): void {
     let text = '';
     for (const { key, md5, hashedAtMs } of items) {
-      if (isRacy(key.mtimeNs, hashedAtMs)) continue;
-      this.entries.set(`${key.dev}:${key.ino}`, { size: key.size, mtimeNs: key.mtimeNs, md5 });
-      const body = `v1 ${key.dev} ${key.ino} ${key.size} ${key.mtimeNs} ${hashedAtMs} ${md5}`;
+      if (isRacy(key, hashedAtMs)) continue;
+      this.entries.set(`${key.dev}:${key.ino}`, { size: key.size, mtimeNs: key.mtimeNs, ctimeNs: key.ctimeNs, md5 });
+      const body = `v2 ${key.dev} ${key.ino} ${key.size} ${key.mtimeNs} ${key.ctimeNs} ${hashedAtMs} ${md5}`;
       text += `${body} ${check(body)}\n`;
       // Keep each write small enough to be one atomic append on any local filesystem.
       if (text.length > 3500) {
@@ -360,8 +360,8 @@ function parseLines(lines: readonly string[], from: number, to: number, into: Ma
     const m = LINE.exec(line);
     if (!m) continue;
     const body = line.slice(0, line.length - 9);
-    if (check(body) !== m[7]) continue;
-    into.set(`${m[1]}:${m[2]}`, { size: m[3]!, mtimeNs: m[4]!, md5: m[6]! });
+    if (check(body) !== m[8]) continue;
+    into.set(`${m[1]}:${m[2]}`, { size: m[3]!, mtimeNs: m[4]!, ctimeNs: m[5]!, md5: m[7]! });
   }
   return count;
 }
@@ -370,6 +370,19 @@ function parseLines(lines: readonly string[], from: number, to: number, into: Ma
 function compactLine(k: string, e: Entry): string {
   const [dev, ino] = k.split(':');
   // hashedAtMs is only needed to judge raciness, already judged: keep it non-racy.
-  const body = `v1 ${dev} ${ino} ${e.size} ${e.mtimeNs} ${Number(BigInt(e.mtimeNs) / 1_000_000n) + 10_000} ${e.md5}`;
+  const latestNs = BigInt(e.mtimeNs) > BigInt(e.ctimeNs) ? BigInt(e.mtimeNs) : BigInt(e.ctimeNs);
+  const body = `v2 ${dev} ${ino} ${e.size} ${e.mtimeNs} ${e.ctimeNs} ${Number(latestNs / 1_000_000n) + 10_000} ${e.md5}`;
   return `${body} ${check(body)}\n`;
+}
+
+/** Removes cache files of earlier formats (best effort: another GAHP may race us to it). */
+function removeOldFormats(stateDir: string, log?: (line: string) => void): void {
+  for (const name of OLD_CACHE_FILES) {
+    try {
+      fs.unlinkSync(path.join(stateDir, name));
+      log?.(`hash cache: dropped ${name} (keyed without ctime, its hashes cannot be trusted); files are hashed again once`);
+    } catch {
+      // absent, or removed by another process
+    }
+  }
 }

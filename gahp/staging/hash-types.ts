@@ -7,6 +7,8 @@ export interface FileKey {
   size: string;
   /** Modification time in nanoseconds since the epoch (as precise as the filesystem). */
   mtimeNs: string;
+  /** Status change time in nanoseconds: moves on every write, even when mtime is put back. */
+  ctimeNs: string;
 }
 
 export interface WorkerHashRequest {

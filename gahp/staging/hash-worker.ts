@@ -9,18 +9,11 @@
 import { parentPort } from 'node:worker_threads';
 import * as fs from 'node:fs';
 import { createHash } from 'node:crypto';
-import type { WorkerHashRequest, WorkerHashResult, FileKey } from './hash-types.js';
+import type { WorkerHashRequest, WorkerHashResult } from './hash-types.js';
+import { fileKey, sameFileKey } from './hash-key.js';
 
 const CHUNK = 4 * 1024 * 1024;
 let buffers: [Buffer, Buffer] | undefined;
-
-function keyOf(st: fs.BigIntStats): FileKey {
-  return { dev: st.dev.toString(), ino: st.ino.toString(), size: st.size.toString(), mtimeNs: st.mtimeNs.toString() };
-}
-
-function sameKey(a: FileKey, b: FileKey): boolean {
-  return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs;
-}
 
 function read(fd: number, buf: Buffer): Promise<number> {
   return new Promise((resolve, reject) => fs.read(fd, buf, 0, buf.length, null, (err, n) => (err ? reject(err) : resolve(n))));
@@ -37,7 +30,7 @@ async function hashOne(path: string): Promise<WorkerHashResult> {
     fd = fs.openSync(path, 'r');
     const st = fs.fstatSync(fd, { bigint: true }) as fs.BigIntStats;
     if (!st.isFile()) return { path, error: 'not a regular file' };
-    const before = keyOf(st);
+    const before = fileKey(st);
     const hashedAtMs = Date.now();
     buffers ??= [Buffer.allocUnsafe(CHUNK), Buffer.allocUnsafe(CHUNK)];
     const hash = createHash('md5');
@@ -68,8 +61,8 @@ async function hashOne(path: string): Promise<WorkerHashResult> {
       if (total < size) pending = read(fd, buffers[cur]!);
       hash.update(n === full.length ? full : full.subarray(0, n));
     }
-    const after = keyOf(fs.fstatSync(fd, { bigint: true }) as fs.BigIntStats);
-    if (!sameKey(before, after)) return { path, error: 'the file changed while it was being hashed' };
+    const after = fileKey(fs.fstatSync(fd, { bigint: true }) as fs.BigIntStats);
+    if (!sameFileKey(before, after)) return { path, error: 'the file changed while it was being hashed' };
     return { path, md5: hash.digest('hex'), key: before, hashedAtMs };
   } catch (err) {
     const e = err as NodeJS.ErrnoException;

@@ -1,6 +1,6 @@
 /**
  * MD5s of BOINC_SUBMIT's input files: each unique path once, from the persistent cache
- * when its identity (dev, ino, size, mtime) is unchanged, else by a pool of worker threads
+ * when its identity (dev, ino, size, mtime, ctime: hash-key.ts) is unchanged, else by a pool of worker threads
  * streaming the files (hash-worker.ts). The pool starts on demand and its threads exit
  * after a while idle.
  */
@@ -8,6 +8,7 @@ import { Worker } from 'node:worker_threads';
 import type * as fs from 'node:fs';
 import type { FileKey, WorkerHashReply, WorkerHashRequest, WorkerHashResult } from './hash-types.js';
 import type { HashCache } from './hash-cache.js';
+import { fileKey } from './hash-key.js';
 
 export interface HashedFile {
   md5: string;
@@ -22,9 +23,6 @@ export class HashError extends Error {
   }
 }
 
-export function fileKey(st: fs.BigIntStats): FileKey {
-  return { dev: st.dev.toString(), ino: st.ino.toString(), size: st.size.toString(), mtimeNs: st.mtimeNs.toString() };
-}
 
 interface PoolWorker {
   worker: Worker;

@@ -26,6 +26,7 @@ import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { isCutShort } from '../../boinc-rpc/xml.js';
 import type { BoincRpc } from '../../boinc-rpc/types.js';
 import type { FileKey } from './hash-types.js';
+import { fileKey, sameFileKey } from './hash-key.js';
 import { chunks } from './plan.js';
 
 export interface StageFile {
@@ -272,7 +273,7 @@ export function createStager(opts: StageOptions): Stager {
     } catch (err) {
       throw new StagingError(`input file ${f.path} cannot be read any more: ${(err as Error).message}`);
     }
-    if (st.dev.toString() !== f.key.dev || st.ino.toString() !== f.key.ino || st.size.toString() !== f.key.size || st.mtimeNs.toString() !== f.key.mtimeNs) {
+    if (!sameFileKey(fileKey(st), f.key)) {
       throw new StagingError(`input file ${f.path} changed while the batch was being submitted`);
     }
   }

@@ -135,7 +135,7 @@ describe('the authenticator stays secret', () => {
     }
     const scanned = expectNoSecretIn([stateDir, outRoot], secrets);
     // The scan saw the debug logs (with the download URLs), the ledger and the outputs.
-    expect(walk(stateDir)).toEqual(expect.arrayContaining(['gahp.log', 'cli.log', 'ledger.jsonl', 'hash-cache.v1']));
+    expect(walk(stateDir)).toEqual(expect.arrayContaining(['gahp.log', 'cli.log', 'ledger.jsonl', 'hash-cache.v2']));
     expect(fs.readFileSync(path.join(stateDir, 'gahp.log'), 'utf8')).toMatch(/get_output failed/);
     expect(walk(outRoot)).toEqual(expect.arrayContaining(['iwd/joined', 'iwd/info', 'iwd/job0.err', 'cli/joined', 'cli/err.txt']));
     expect(scanned).toBeGreaterThanOrEqual(9);

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { JournalLedger } from '../../gahp/ledger/journal-ledger.js';
 import { HashCache, HASH_CACHE_FILE } from '../../gahp/staging/hash-cache.js';
-import { fileKey } from '../../gahp/staging/hashing.js';
+import { fileKey } from '../../gahp/staging/hash-key.js';
 import type { ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
 
 /** SOAK=1 (npm run soak): more trials, more fault combinations. */
@@ -120,7 +120,7 @@ export function expectHashCacheSound(stateDir: string, files: readonly string[],
   lines.pop(); // an unfinished last line is not a record yet
   let bad = 0;
   for (const l of lines) {
-    const m = /^(v1 [0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9a-f]{32}) ([0-9a-f]{8})$/.exec(l);
+    const m = /^(v2 [0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9a-f]{32}) ([0-9a-f]{8})$/.exec(l);
     if (!m || md5(m[1]!).slice(0, 8) !== m[2]) bad++;
   }
   expect(bad).toBeLessThanOrEqual(tornAllowed);

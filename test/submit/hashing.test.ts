@@ -6,7 +6,8 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { HashCache, HASH_CACHE_FILE, isRacy } from '../../gahp/staging/hash-cache.js';
+import { HashCache, HASH_CACHE_FILE } from '../../gahp/staging/hash-cache.js';
+import { isRacy } from '../../gahp/staging/hash-key.js';
 import { parseSubmitArgs } from '../../gahp/staging/parse.js';
 import { ArgumentError } from '../../gahp/protocol/commands.js';
 import { makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
@@ -53,34 +54,69 @@ test('the worker pool hashes like node:crypto, at 4 MiB chunk boundaries and for
 });
 
 describe('hash cache', () => {
-  const key = (ino: number, mtimeNs = '1700000000123456789') => ({ dev: '42', ino: String(ino), size: '100', mtimeNs });
+  const key = (ino: number, mtimeNs = '1700000000123456789', ctimeNs = '1700000000223456789') => ({ dev: '42', ino: String(ino), size: '100', mtimeNs, ctimeNs });
   const hashedAtMs = 1_800_000_000_000;
+  const recentNs = String(BigInt(hashedAtMs) * 1_000_000n - 10_000_000n);
 
-  test('records survive reopening; a different size or mtime misses; racy hashes are not kept', () => {
+  test('records survive reopening; a different size, mtime or ctime misses; racy hashes are not kept', () => {
     const d = makeTempDir('boinc-gahp-hc-');
     try {
       const c = HashCache.open(d);
       c.record([
         { key: key(1), md5: 'a'.repeat(32), hashedAtMs },
-        { key: key(2, String(BigInt(hashedAtMs) * 1_000_000n - 10_000_000n)), md5: 'b'.repeat(32), hashedAtMs },
+        // Modified 10 ms before the hash: by mtime, or (mtime put back) by ctime.
+        { key: key(2, recentNs, recentNs), md5: 'b'.repeat(32), hashedAtMs },
+        { key: key(3, '1700000000000000000', recentNs), md5: 'c'.repeat(32), hashedAtMs },
       ]);
+      expect(c.lookup(key(2, recentNs, recentNs))).toBeUndefined();
+      expect(c.lookup(key(3, '1700000000000000000', recentNs))).toBeUndefined();
       c.close();
       const c2 = HashCache.open(d);
       expect(c2.lookup(key(1))).toBe('a'.repeat(32));
-      expect(c2.lookup(key(2))).toBeUndefined();
+      expect(c2.lookup(key(2, recentNs, recentNs))).toBeUndefined();
+      expect(c2.lookup(key(3, '1700000000000000000', recentNs))).toBeUndefined();
       expect(c2.lookup({ ...key(1), size: '101' })).toBeUndefined();
       expect(c2.lookup(key(1, '1700000000123456790'))).toBeUndefined();
+      // Same size and mtime, content rewritten (only ctime moved): a miss.
+      expect(c2.lookup(key(1, '1700000000123456789', '1700000005000000001'))).toBeUndefined();
       c2.close();
     } finally {
       fs.rmSync(d, { recursive: true, force: true });
     }
   });
 
-  test('raciness: sub-second mtimes need 50 ms, whole-second mtimes 2 s', () => {
-    expect(isRacy('1000000000500000000', 1_000_000_000_540)).toBe(true);
-    expect(isRacy('1000000000500000000', 1_000_000_000_560)).toBe(false);
-    expect(isRacy('1000000000000000000', 1_000_000_001_900)).toBe(true);
-    expect(isRacy('1000000000000000000', 1_000_000_002_100)).toBe(false);
+  test('raciness: sub-second times need 50 ms, whole-second ones 2 s; mtime and ctime both; the future is racy', () => {
+    const old = '900000000000000000';
+    expect(isRacy({ mtimeNs: '1000000000500000000', ctimeNs: old }, 1_000_000_000_540)).toBe(true);
+    expect(isRacy({ mtimeNs: '1000000000500000000', ctimeNs: old }, 1_000_000_000_560)).toBe(false);
+    expect(isRacy({ mtimeNs: '1000000000000000000', ctimeNs: old }, 1_000_000_001_900)).toBe(true);
+    expect(isRacy({ mtimeNs: '1000000000000000000', ctimeNs: old }, 1_000_000_002_100)).toBe(false);
+    expect(isRacy({ mtimeNs: old, ctimeNs: '1000000000500000000' }, 1_000_000_000_540)).toBe(true);
+    expect(isRacy({ mtimeNs: old, ctimeNs: '1000000000500000000' }, 1_000_000_000_560)).toBe(false);
+    expect(isRacy({ mtimeNs: old, ctimeNs: '1000000000000000000' }, 1_000_000_001_900)).toBe(true);
+    expect(isRacy({ mtimeNs: old, ctimeNs: '1000000000000000000' }, 1_000_000_002_100)).toBe(false);
+    // Exactly the granularity older is not enough.
+    expect(isRacy({ mtimeNs: old, ctimeNs: '1000000000500000000' }, 1_000_000_000_550)).toBe(true);
+    expect(isRacy({ mtimeNs: '1000000100000000000', ctimeNs: old }, 1_000_000_002_100)).toBe(true);
+  });
+
+  test('a cache of the old format (keyed without ctime) is dropped on open, never read', () => {
+    const d = makeTempDir('boinc-gahp-hc-');
+    try {
+      const body = `v1 42 1 100 1700000000123456789 1800000000000 ${'f'.repeat(32)}`;
+      const old = path.join(d, 'hash-cache.v1');
+      fs.writeFileSync(old, `${body} ${md5(Buffer.from(body)).slice(0, 8)}\n`);
+      // A v1 line inside the current file is skipped too.
+      fs.writeFileSync(path.join(d, HASH_CACHE_FILE), `${body} ${md5(Buffer.from(body)).slice(0, 8)}\n`);
+      const warnings: string[] = [];
+      const c = HashCache.open(d, (l) => warnings.push(l));
+      expect(c.size).toBe(0);
+      expect(fs.existsSync(old)).toBe(false);
+      expect(warnings.join('\n')).toMatch(/hash-cache\.v1/);
+      c.close();
+    } finally {
+      fs.rmSync(d, { recursive: true, force: true });
+    }
   });
 
   test('torn and glued lines are skipped; records of another process are seen on refresh', () => {
@@ -94,12 +130,12 @@ describe('hash cache', () => {
       const full = fs.readFileSync(file, 'utf8');
       fs.appendFileSync(file, full.slice(0, 30).replace(/ 1 /, ' 3 '));
       b.record([{ key: key(2), md5: '2'.repeat(32), hashedAtMs }]);
-      fs.appendFileSync(file, 'garbage line\nv1 42 9 100 1 1 ' + '9'.repeat(32) + ' deadbeef\n');
+      fs.appendFileSync(file, 'garbage line\nv2 42 9 100 1 1 1 ' + '9'.repeat(32) + ' deadbeef\n');
       a.refresh();
       expect(a.lookup(key(1))).toBe('1'.repeat(32));
       // The record glued to the torn one is lost (only costs a rehash), never misread.
       expect(a.lookup(key(3))).toBeUndefined();
-      expect(a.lookup({ ...key(9), mtimeNs: '1' })).toBeUndefined();
+      expect(a.lookup({ ...key(9), mtimeNs: '1', ctimeNs: '1' })).toBeUndefined();
       // A later, intact record is read.
       b.record([{ key: key(4), md5: '4'.repeat(32), hashedAtMs }]);
       a.refresh();
@@ -123,12 +159,12 @@ describe('hash cache, loaded in slices (openAsync, refreshAsync)', () => {
     const parts: string[] = [];
     for (let i = 0; i < n; i++) {
       const ino = (i % keys) + 1;
-      const body = `v1 42 ${ino} 100 1700000000123456789 1800000000000 ${md5hex(String(ino))}`;
+      const body = `v2 42 ${ino} 100 1700000000123456789 1700000000223456789 1800000000000 ${md5hex(String(ino))}`;
       parts.push(`${body} ${md5hex(body).slice(0, 8)}\n`);
     }
     return parts.join('');
   }
-  const key = (ino: number) => ({ dev: '42', ino: String(ino), size: '100', mtimeNs: '1700000000123456789' });
+  const key = (ino: number) => ({ dev: '42', ino: String(ino), size: '100', mtimeNs: '1700000000123456789', ctimeNs: '1700000000223456789' });
 
   /** Runs fn while measuring the longest gap between event-loop turns. */
   async function longestStall<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number; stallMs: number }> {

@@ -30,7 +30,10 @@ export function submitLine(batch: string, app: string, jobs: LineJob[], params: 
 export const md5 = (data: string | Buffer) => crypto.createHash('md5').update(data).digest('hex');
 export const phys = (data: string | Buffer) => `condorv_${md5(data)}`;
 
-/** Writes a file with an mtime a minute in the past (so its hash may be cached at once). */
+/**
+ * Writes a file with an mtime a minute in the past. Its ctime is now: its hash is cached
+ * only when taken some 50 ms later (hash-key.ts isRacy).
+ */
 export function writeInput(dir: string, name: string, content: string | Buffer): string {
   const p = path.join(dir, name);
   fs.mkdirSync(path.dirname(p), { recursive: true });
