@@ -17,7 +17,7 @@
  *   stops answering fails staging within about three RPC timeouts.
  * - The signal (QUIT, EOF, the command timeout) cancels every call in flight, uploads
  *   included; an aborted upload is uncertain, which a repeated BOINC_SUBMIT recovers from.
- * - Before a file is uploaded its identity (dev, ino, size, mtime) is checked against the
+ * - Before a file is uploaded its identity (dev, ino, size, mtime, ctime) is checked against the
  *   one that was hashed: a file changed since is never uploaded under a stale name.
  */
 import * as fs from 'node:fs';
