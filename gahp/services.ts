@@ -3,7 +3,7 @@
  * the log, the ledger. Built once by the CLI; handed to each command module.
  */
 import type { Logger } from './log.js';
-import type { ProjectSession } from './session.js';
+import { boundProject, type ProjectBinding, type ProjectSession } from './session.js';
 import type { Ledger } from './ledger/types.js';
 import type { ProgressSink } from './staging/progress.js';
 
@@ -43,4 +43,29 @@ export interface GahpServices {
    * HTCondor starts, or `submit --spawn`) has none.
    */
   progress?: ProgressSink;
+}
+
+/** A parsed request with the project and account selected when its line was read. */
+export interface BoundRequest<Req> {
+  request: Req;
+  /** Undefined when no project was selected then (the command then fails when it runs). */
+  binding: ProjectBinding | undefined;
+}
+
+/**
+ * Wraps a command's argument parser so that the request also carries the project selected
+ * at the moment its line is read (parsers run synchronously then, see AsyncCommand.parse):
+ * a BOINC_SELECT_PROJECT that comes later, while the command still waits or runs, does not
+ * change what it talks to.
+ */
+export function parseBound<Req>(services: GahpServices, parse: (args: string[]) => Req): (args: string[]) => BoundRequest<Req> {
+  return (args) => {
+    const request = parse(args);
+    return { request, binding: services.session.bind() };
+  };
+}
+
+/** The project a bound request was read for; fails (as an error result) when there was none. */
+export function projectOf(bound: BoundRequest<unknown>): ProjectBinding {
+  return boundProject(bound.binding);
 }

@@ -1,6 +1,12 @@
 /**
  * The project the GAHP talks to, set by BOINC_SELECT_PROJECT (or the CLI's --project-url
  * and --authenticator-file), and the RPC client for it.
+ *
+ * HTCondor's gridmanager runs one GAHP for all its BOINC resources: it selects another
+ * project (or account) before a command for another resource while earlier commands are
+ * still pending. So a command never asks "which project is selected now?" when it runs:
+ * its parser calls bind() when its line is read and the command keeps that binding to the
+ * end (docs/architecture.md, "Which project a command talks to").
  */
 import type { BoincRpc, BoincClientOptions } from '../boinc-rpc/types.js';
 
@@ -9,13 +15,30 @@ export interface ProjectSelection {
   authenticator: string;
 }
 
+/** A project and account as selected when a command's line was read, with its RPC client. */
+export interface ProjectBinding {
+  readonly project: Readonly<ProjectSelection>;
+  readonly rpc: BoincRpc;
+  /**
+   * Names the project and the account together without holding the authenticator: the
+   * key for anything kept per account (per-batch locks, the status memory of queries).
+   */
+  readonly accountKey: string;
+}
+
 export type RpcFactory = (opts: BoincClientOptions) => BoincRpc;
 
+export const NO_PROJECT_MESSAGE = 'no project selected (send BOINC_SELECT_PROJECT <url> <authenticator> first)';
+
 export class ProjectSession {
-  private selection: ProjectSelection | undefined;
-  private client: BoincRpc | undefined;
-  /** Every client made, closed at shutdown (in-flight commands keep theirs until then). */
-  private readonly opened: BoincRpc[] = [];
+  private selected: ProjectBinding | undefined;
+  /**
+   * One binding (and RPC client) per project and account ever selected, closed at shutdown:
+   * switching back and forth between resources reuses them (and their keep-alive
+   * connections) instead of opening a client per switch. Keyed by url and authenticator;
+   * the map never leaves this object.
+   */
+  private readonly bindings = new Map<string, ProjectBinding>();
 
   constructor(
     private readonly makeClient: RpcFactory,
@@ -23,32 +46,41 @@ export class ProjectSession {
   ) {}
 
   select(selection: ProjectSelection): void {
-    if (this.selection && this.selection.url === selection.url && this.selection.authenticator === selection.authenticator) return;
-    // In-flight commands keep the client they started with; it is closed at shutdown only.
-    this.selection = { ...selection };
-    this.client = undefined;
+    const key = `${selection.url}\n${selection.authenticator}`;
+    let binding = this.bindings.get(key);
+    if (!binding) {
+      const project = Object.freeze({ url: selection.url, authenticator: selection.authenticator });
+      binding = Object.freeze({
+        project,
+        rpc: this.makeClient({ ...this.clientDefaults, projectUrl: project.url, authenticator: project.authenticator }),
+        accountKey: `${project.url}\n#${this.bindings.size + 1}`,
+      });
+      this.bindings.set(key, binding);
+    }
+    this.selected = binding;
   }
 
   get current(): ProjectSelection | undefined {
-    return this.selection;
+    return this.selected?.project;
   }
 
-  /** The RPC client of the selected project; throws if none is selected. */
-  rpc(): { project: ProjectSelection; rpc: BoincRpc } {
-    if (!this.selection) throw new Error('no project selected (send BOINC_SELECT_PROJECT <url> <authenticator> first)');
-    if (!this.client) {
-      this.client = this.makeClient({
-        ...this.clientDefaults,
-        projectUrl: this.selection.url,
-        authenticator: this.selection.authenticator,
-      });
-      this.opened.push(this.client);
-    }
-    return { project: this.selection, rpc: this.client };
+  /**
+   * The project and account selected now (undefined: none yet). Called by the parsers of
+   * the BOINC_* commands, synchronously when their line is read.
+   */
+  bind(): ProjectBinding | undefined {
+    return this.selected;
   }
 
   close(): void {
-    for (const c of this.opened) c.close();
-    this.opened.length = 0;
+    for (const b of this.bindings.values()) b.rpc.close();
+    this.bindings.clear();
+    this.selected = undefined;
   }
+}
+
+/** The binding a command captured; a command read before any project was selected fails here. */
+export function boundProject(binding: ProjectBinding | undefined): ProjectBinding {
+  if (!binding) throw new Error(NO_PROJECT_MESSAGE);
+  return binding;
 }

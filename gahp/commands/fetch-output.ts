@@ -23,7 +23,7 @@ import * as path from 'node:path';
 import { ArgumentError, expectArgCount, parseCount, type AsyncCommand } from '../protocol/commands.js';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import type { AppTemplates, BoincRpc, CompletedJob } from '../../boinc-rpc/types.js';
-import type { GahpServices } from '../services.js';
+import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
 import { ensureDirInside, isSafeRelativePath, resolveUnder, Staging, sweepStaleTemps } from '../output/staging.js';
 import { stageStderrAppend, withPathLock } from '../output/stderr.js';
 import { SafeZip } from '../output/unzip.js';
@@ -81,15 +81,16 @@ async function completedJob(rpc: BoincRpc, jobName: string, signal: AbortSignal)
   }
 }
 
-export function fetchOutputCommand(services: GahpServices): AsyncCommand<FetchOutputRequest> {
+export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRequest<FetchOutputRequest>> {
   return {
     kind: 'async',
     name: 'BOINC_FETCH_OUTPUT',
     usage: '<reqid> <job_name> <iwd> <stderr_path> <ALL|SOME> <nspecs> (<src_name> <dst>)...',
     summary: "Fetch a finished job's output files and stderr into its directory.",
-    parse: parseFetchOutput,
-    async run(req, ctx) {
-      const { rpc } = services.session.rpc();
+    parse: parseBound(services, parseFetchOutput),
+    async run(bound, ctx) {
+      const req = bound.request;
+      const { rpc } = projectOf(bound);
       const [templates, job] = await Promise.all([
         rpc.getTemplates({ jobName: req.jobName, signal: ctx.signal }),
         completedJob(rpc, req.jobName, ctx.signal),

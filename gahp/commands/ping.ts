@@ -1,19 +1,19 @@
 /** BOINC_PING <reqid>: is the selected project answering, and does it accept our account? */
 import { expectArgCount, type AsyncCommand } from '../protocol/commands.js';
-import type { GahpServices } from '../services.js';
+import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
 
-export function pingCommand(services: GahpServices): AsyncCommand<Record<string, never>> {
+export function pingCommand(services: GahpServices): AsyncCommand<BoundRequest<Record<string, never>>> {
   return {
     kind: 'async',
     name: 'BOINC_PING',
     usage: '<reqid>',
     summary: 'Check that the selected BOINC project answers.',
-    parse(args) {
+    parse: parseBound(services, (args): Record<string, never> => {
       expectArgCount(args, 0);
       return {};
-    },
-    async run(_req, ctx) {
-      const { rpc } = services.session.rpc();
+    }),
+    async run(bound, ctx) {
+      const { rpc } = projectOf(bound);
       // A ping holds nothing to clean up: on shutdown stop waiting for it at once.
       await untilAborted(rpc.ping({ signal: ctx.signal }), ctx.signal);
       return ['NULL'];

@@ -23,7 +23,7 @@
 import { ArgumentError, expectArgCount, parseCount, parseNumber, type AsyncCommand, type HandlerContext } from '../protocol/commands.js';
 import type { QueryBatch2Reply } from '../../boinc-rpc/types.js';
 import type { LedgerQueryBatch } from '../ledger/types.js';
-import type { GahpServices } from '../services.js';
+import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
 
 export interface QueryBatchesRequest {
   minModTime: string;
@@ -64,8 +64,8 @@ export class ReportedStatuses {
 
   constructor(private readonly forgetAfterMs = 24 * 3600 * 1000) {}
 
-  batch(projectUrl: string, batchName: string): Map<string, string> {
-    const key = `${projectUrl}\n${batchName}`;
+  batch(accountKey: string, batchName: string): Map<string, string> {
+    const key = `${accountKey}\n${batchName}`;
     const now = Date.now();
     let entry = this.batches.get(key);
     if (!entry) {
@@ -139,7 +139,7 @@ export async function buildQueryResult(
   return { tokens, ledger };
 }
 
-export function queryBatchesCommand(services: GahpServices): AsyncCommand<QueryBatchesRequest> {
+export function queryBatchesCommand(services: GahpServices): AsyncCommand<BoundRequest<QueryBatchesRequest>> {
   /** `<project>\n<batch>\n<lease>` already warned about. */
   const warned = new Set<string>();
   const reported = new ReportedStatuses();
@@ -171,15 +171,16 @@ export function queryBatchesCommand(services: GahpServices): AsyncCommand<QueryB
     name: 'BOINC_QUERY_BATCHES',
     usage: '<reqid> <min_mod_time> <nbatches> <batch_name>...',
     summary: 'Report the status of the jobs of some batches (those changed since min_mod_time).',
-    parse: parseQueryBatches,
-    async run(req, ctx) {
-      const { project, rpc } = services.session.rpc();
+    parse: parseBound(services, parseQueryBatches),
+    async run(bound, ctx) {
+      const req = bound.request;
+      const { project, rpc, accountKey } = projectOf(bound);
       const t0 = performance.now();
       const askFrom = serverMinModTime(req.minModTime);
       const reply = await rpc.queryBatch2(askFrom, req.batchNames, { signal: ctx.signal });
       const t1 = performance.now();
       const { tokens, ledger } = await buildQueryResult(reply, req.batchNames, {
-        for: (batchName) => reported.batch(project.url, batchName),
+        for: (batchName) => reported.batch(accountKey, batchName),
         skipUnchanged: askFrom !== req.minModTime,
       });
       const t2 = performance.now();

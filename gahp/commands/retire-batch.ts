@@ -3,25 +3,26 @@
  * files and records). The ledger marks the batch retired.
  */
 import { ArgumentError, expectArgCount, type AsyncCommand } from '../protocol/commands.js';
-import type { GahpServices } from '../services.js';
+import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
 
 export interface RetireBatchRequest {
   batchName: string;
 }
 
-export function retireBatchCommand(services: GahpServices): AsyncCommand<RetireBatchRequest> {
+export function retireBatchCommand(services: GahpServices): AsyncCommand<BoundRequest<RetireBatchRequest>> {
   return {
     kind: 'async',
     name: 'BOINC_RETIRE_BATCH',
     usage: '<reqid> <batch_name>',
     summary: 'Retire a batch whose jobs are all finished and fetched.',
-    parse(args) {
+    parse: parseBound(services, (args): RetireBatchRequest => {
       expectArgCount(args, 1);
       if (args[0]!.length === 0) throw new ArgumentError('empty batch name');
       return { batchName: args[0]! };
-    },
-    async run(req, ctx) {
-      const { project, rpc } = services.session.rpc();
+    }),
+    async run(bound, ctx) {
+      const req = bound.request;
+      const { project, rpc } = projectOf(bound);
       await rpc.retireBatch({ batchName: req.batchName, signal: ctx.signal });
       if (services.ledger.get(project.url, req.batchName)) {
         try {

@@ -3,29 +3,30 @@
  * lease) to the given time with set_expire_time; the ledger records it.
  */
 import { ArgumentError, expectArgCount, parseNumber, type AsyncCommand } from '../protocol/commands.js';
-import type { GahpServices } from '../services.js';
+import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
 
 export interface SetLeaseRequest {
   batchName: string;
   expireTime: number;
 }
 
-export function setLeaseCommand(services: GahpServices): AsyncCommand<SetLeaseRequest> {
+export function setLeaseCommand(services: GahpServices): AsyncCommand<BoundRequest<SetLeaseRequest>> {
   return {
     kind: 'async',
     name: 'BOINC_SET_LEASE',
     usage: '<reqid> <batch_name> <unix_time>',
     summary: "Set a batch's lease: the time after which the server may delete it.",
-    parse(args) {
+    parse: parseBound(services, (args): SetLeaseRequest => {
       expectArgCount(args, 2);
       const [batchName, timeText] = args as [string, string];
       if (batchName.length === 0) throw new ArgumentError('empty batch name');
       const expireTime = parseNumber(timeText, 'unix_time');
       if (expireTime < 0) throw new ArgumentError('unix_time must not be negative');
       return { batchName, expireTime };
-    },
-    async run(req, ctx) {
-      const { project, rpc } = services.session.rpc();
+    }),
+    async run(bound, ctx) {
+      const req = bound.request;
+      const { project, rpc } = projectOf(bound);
       await rpc.setExpireTime(req.batchName, req.expireTime, { signal: ctx.signal });
       if (services.ledger.get(project.url, req.batchName)) {
         try {

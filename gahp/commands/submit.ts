@@ -25,8 +25,9 @@
  *     upload_files requests, recovery through query_files without batch_id);
  *  6. submit_batch into that batch id: jobs in order, job params, app_version_num; ledger
  *     'submitted'.
- * Commands for one batch name run one at a time in this GAHP. Hashing and staging report
- * progress to services.progress, if set (at a bounded rate; never on the protocol).
+ * Commands for one batch (name, project and account) run one at a time in this GAHP, each
+ * against the project selected when its line was read. Hashing and staging report progress
+ * to services.progress, if set (at a bounded rate; never on the protocol).
  *
  * Every RPC carries the command's signal: QUIT, EOF or the command timeout cancel calls in
  * flight (uploads included) at once. Retries are bounded in time (README, "Retries and time
@@ -36,7 +37,8 @@ import type { BigIntStats } from 'node:fs';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import type { BoincRpc, QueryBatchReply, SubmitJob } from '../../boinc-rpc/types.js';
 import type { AsyncCommand, HandlerContext } from '../protocol/commands.js';
-import type { GahpServices } from '../services.js';
+import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
+import type { ProjectBinding } from '../session.js';
 import { parseSubmitArgs, type SubmitJobSpec, type SubmitRequest } from '../staging/parse.js';
 import { checkInputFiles, checkNamesAndArguments, commandLine, orderInputs, uniqueSources } from '../staging/validate.js';
 import { HashCache } from '../staging/hash-cache.js';
@@ -107,7 +109,7 @@ async function findBatch(rpc: BoincRpc, batchName: string, knownId: number | und
   }
 }
 
-export function submitCommand(services: GahpServices): AsyncCommand<SubmitRequest> {
+export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest<SubmitRequest>> {
   const locks = new Map<string, Promise<unknown>>();
   let cache: Promise<HashCache> | undefined;
   let pool: HashPool | undefined;
@@ -131,9 +133,9 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     }
   }
 
-  async function submit(req: SubmitRequest, ctx: HandlerContext): Promise<string[]> {
+  async function submit(req: SubmitRequest, binding: ProjectBinding, ctx: HandlerContext): Promise<string[]> {
     const { config, ledger, log } = services;
-    const { project, rpc } = services.session.rpc();
+    const { project, rpc } = binding;
     const t0 = Date.now();
     const tag = `BOINC_SUBMIT ${ctx.reqId} ${req.batchName}`;
 
@@ -411,13 +413,16 @@ export function submitCommand(services: GahpServices): AsyncCommand<SubmitReques
     name: 'BOINC_SUBMIT',
     usage: '<reqid> <batch_name> <app_name> <njobs> (<job_name> <nargs> <arg>... <ninputs> (<src_path> <dst_name>)...)... [<rsc_fpops_est> <rsc_fpops_bound> <rsc_memory_bound> <rsc_disk_bound> <delay_bound> <app_version_num>]',
     summary: 'Stage input files and submit a batch of jobs.',
-    parse: parseSubmitArgs,
-    async run(req, ctx) {
+    parse: parseBound(services, parseSubmitArgs),
+    async run(bound, ctx) {
+      const req = bound.request;
       try {
+        const binding = projectOf(bound);
         // 1. Nothing is sent for a batch BOINC cannot carry.
         await step('checking names and arguments', () => checkNamesAndArguments(req));
-        const { project } = services.session.rpc();
-        return await exclusive(`${project.url}\n${req.batchName}`, () => submit(req, ctx));
+        // One command per batch of one account at a time (the same batch name in another
+        // project or account is another batch).
+        return await exclusive(`${binding.accountKey}\n${req.batchName}`, () => submit(req, binding, ctx));
       } catch (err) {
         if (err instanceof SubmitError) throw err;
         throw new SubmitError(reason(err));

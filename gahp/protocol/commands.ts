@@ -43,7 +43,12 @@ export interface SyncCommand extends CommandBase {
  */
 export interface AsyncCommand<Req = unknown> extends CommandBase {
   kind: 'async';
-  /** Arguments after the request id; throws ArgumentError when malformed (-> `E`). */
+  /**
+   * Arguments after the request id; throws ArgumentError when malformed (-> `E`). Called
+   * synchronously when the line is read, before any later line is handled, however long
+   * the command then waits for its turn to run: whatever state the command must see as it
+   * was when it was issued (such as the selected project) is captured here, into Req.
+   */
   parse(args: string[]): Req;
   /**
    * Does the work. Resolves to the result tokens after the reqid (success starts with
