@@ -11,9 +11,11 @@
  * that changes later in the same second as a poll has mod_time <= that poll's server_time
  * and a query from it would never report the change: HTCondor would wait forever for a job
  * that is DONE. So an incremental query asks the server from one whole second earlier, and
- * the jobs whose status is the one this GAHP last reported for them are left out of the
- * answer again. The gridmanager sees its min_mod_time and the server's server_time as they
- * were, and every change exactly once or more, never less.
+ * of the jobs re-read through that overlap only those are left out again that the answer
+ * carrying this very min_mod_time (its server_time) reported with the status they have now
+ * (AnswerMemory): the gridmanager asks again from an old min_mod_time after a failed or
+ * timed-out query, and must then hear of every change since, reported or not. It sees its
+ * min_mod_time and the server's server_time as they were, and every change at least once.
  *
  * Big replies (100 batches of 1,000 jobs) are built with yields to the event loop, and
  * recorded in the ledger as one journal entry holding only the statuses that changed.
@@ -53,29 +55,73 @@ export function parseQueryBatches(args: string[]): QueryBatchesRequest {
 
 const yieldNow = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-/** The result tokens, built with yields so a huge reply does not stall the protocol loop. */
+/** Per batch name, the status of each job an answer reported. */
+export type ReportedJobs = ReadonlyMap<string, ReadonlyMap<string, string>>;
+
 /**
- * The status each job was last reported with, per batch, so that jobs re-read through the
- * one-second overlap (see above) are not reported again unchanged. In memory only: after a
- * restart the first answers may repeat a status, which the gridmanager takes in its stride.
+ * What each answer reported, by the server_time token it carried, per account. A client
+ * that sends a token back as min_mod_time has provably received the answer that carried it
+ * (the token came only in that answer), and nothing more: the gridmanager keeps its old
+ * min_mod_time when a query fails or times out and asks again from it, so a later answer
+ * may never have reached it. So a job re-read through the one-second overlap is left out
+ * only when the answer that carried exactly this token reported it with the same status;
+ * everything else is reported, again if need be.
+ *
+ * In memory only and bounded: the newest tokens of each account (a token looked up counts
+ * as new again: the gridmanager repeats its last good one), and at most maxJobs statuses in
+ * all, the oldest answers forgotten first. A forgotten or unknown token (a restart, another
+ * client) suppresses nothing. A token carried by two answers (two queries of one account in
+ * the same instant) cannot say which of them was received: it suppresses nothing either.
  */
-export class ReportedStatuses {
-  private readonly batches = new Map<string, { jobs: Map<string, string>; usedAt: number }>();
+export class AnswerMemory {
+  /** `<accountKey>\n<token>` -> the answer's statuses; Map order is age, oldest first. */
+  private readonly answers = new Map<string, { account: string; jobs: ReportedJobs | 'ambiguous'; size: number }>();
+  private total = 0;
 
-  constructor(private readonly forgetAfterMs = 24 * 3600 * 1000) {}
+  constructor(
+    private readonly tokensPerAccount = 8,
+    private readonly maxJobs = 2_000_000,
+  ) {}
 
-  batch(accountKey: string, batchName: string): Map<string, string> {
-    const key = `${accountKey}\n${batchName}`;
-    const now = Date.now();
-    let entry = this.batches.get(key);
-    if (!entry) {
-      entry = { jobs: new Map(), usedAt: now };
-      this.batches.set(key, entry);
-      // Batches not queried for a day are done with; keep memory bounded.
-      for (const [k, e] of this.batches) if (now - e.usedAt > this.forgetAfterMs) this.batches.delete(k);
+  /** The statuses reported in the answer that carried `token` to this account (undefined: none known). */
+  reportedIn(accountKey: string, token: string): ReportedJobs | undefined {
+    const key = `${accountKey}\n${token}`;
+    const entry = this.answers.get(key);
+    if (!entry) return undefined;
+    this.answers.delete(key);
+    this.answers.set(key, entry);
+    return entry.jobs === 'ambiguous' ? undefined : entry.jobs;
+  }
+
+  /** Records an answer: `size` is the number of statuses in `jobs`. */
+  remember(accountKey: string, token: string, jobs: ReportedJobs, size: number): void {
+    const key = `${accountKey}\n${token}`;
+    const earlier = this.answers.get(key);
+    if (earlier) {
+      this.total -= earlier.size;
+      this.answers.delete(key);
+      this.answers.set(key, { account: accountKey, jobs: 'ambiguous', size: 0 });
+      return;
     }
-    entry.usedAt = now;
-    return entry.jobs;
+    if (size > this.maxJobs) return;
+    this.answers.set(key, { account: accountKey, jobs, size });
+    this.total += size;
+    let ofAccount = 0;
+    for (const e of this.answers.values()) if (e.account === accountKey) ofAccount++;
+    for (const [k, e] of this.answers) {
+      if (this.total <= this.maxJobs && ofAccount <= this.tokensPerAccount) break;
+      if (k === key) continue;
+      if (this.total > this.maxJobs || e.account === accountKey) {
+        this.answers.delete(k);
+        this.total -= e.size;
+        if (e.account === accountKey) ofAccount--;
+      }
+    }
+  }
+
+  /** How many statuses are kept (for tests of the bound). */
+  get size(): number {
+    return this.total;
   }
 }
 
@@ -91,14 +137,14 @@ export function serverMinModTime(minModTime: string): string {
 
 /**
  * The result tokens, built with yields so a huge reply does not stall the protocol loop.
- * With `reported` (incremental queries), jobs whose status equals the one last reported are
- * left out; every job reported is recorded there.
+ * Jobs whose status is the one `known` (the answer whose token the client sent) reported for
+ * them are left out. `reported` is what this answer reports, for the next query's `known`.
  */
 export async function buildQueryResult(
   reply: QueryBatch2Reply,
   batchNames: readonly string[],
-  reported?: { for(batchName: string): Map<string, string>; skipUnchanged: boolean },
-): Promise<{ tokens: string[]; ledger: LedgerQueryBatch[] }> {
+  known?: ReportedJobs,
+): Promise<{ tokens: string[]; ledger: LedgerQueryBatch[]; reported: Map<string, Map<string, string>>; reportedCount: number }> {
   const batchCount = batchNames.length;
   if (reply.batches.length !== batchCount) {
     throw new Error(`query_batch2 failed: the server reported ${reply.batches.length} batches for ${batchCount} asked`);
@@ -110,20 +156,24 @@ export async function buildQueryResult(
   tokens[t++] = 'NULL';
   tokens[t++] = reply.serverTime;
   const ledger: LedgerQueryBatch[] = [];
+  const reported = new Map<string, Map<string, string>>();
+  let reportedCount = 0;
   let sinceYield = 0;
   for (let k = 0; k < batchCount; k++) {
     const b = reply.batches[k]!;
+    const name = batchNames[k]!;
     const countAt = t++;
-    const last = reported?.for(batchNames[k]!);
-    const skip = reported?.skipUnchanged === true;
+    const before = known?.get(name);
+    // A batch named twice in one query gets one map: both lists report the same jobs.
+    let now = reported.get(name);
+    if (!now) reported.set(name, (now = new Map()));
     const pairs: Array<readonly [string, string]> = [];
     for (let i = 0; i < b.jobs.length; i++) {
       const job = b.jobs[i]!;
       const status = gridStatus(job.status);
-      if (last) {
-        if (skip && last.get(job.name) === status) continue;
-        last.set(job.name, status);
-      }
+      if (before !== undefined && before.get(job.name) === status) continue;
+      if (!now.has(job.name)) reportedCount++;
+      now.set(job.name, status);
       tokens[t++] = job.name;
       tokens[t++] = status;
       pairs.push([job.name, status]);
@@ -136,13 +186,13 @@ export async function buildQueryResult(
     ledger.push({ name: batchNames[k]!, jobs: pairs });
   }
   tokens.length = t;
-  return { tokens, ledger };
+  return { tokens, ledger, reported, reportedCount };
 }
 
 export function queryBatchesCommand(services: GahpServices): AsyncCommand<BoundRequest<QueryBatchesRequest>> {
   /** `<project>\n<batch>\n<lease>` already warned about. */
   const warned = new Set<string>();
-  const reported = new ReportedStatuses();
+  const answers = new AnswerMemory();
 
   function checkLeases(projectUrl: string, names: string[], ctx: HandlerContext): void {
     const now = Date.now() / 1000;
@@ -179,10 +229,9 @@ export function queryBatchesCommand(services: GahpServices): AsyncCommand<BoundR
       const askFrom = serverMinModTime(req.minModTime);
       const reply = await rpc.queryBatch2(askFrom, req.batchNames, { signal: ctx.signal });
       const t1 = performance.now();
-      const { tokens, ledger } = await buildQueryResult(reply, req.batchNames, {
-        for: (batchName) => reported.batch(accountKey, batchName),
-        skipUnchanged: askFrom !== req.minModTime,
-      });
+      const known = askFrom !== req.minModTime ? answers.reportedIn(accountKey, req.minModTime) : undefined;
+      const { tokens, ledger, reported, reportedCount } = await buildQueryResult(reply, req.batchNames, known);
+      answers.remember(accountKey, reply.serverTime, reported, reportedCount);
       const t2 = performance.now();
       // Recorded in the background: the gridmanager need not wait for the ledger (its
       // update runs in slices with yields, then one journal line and its fdatasync; close()

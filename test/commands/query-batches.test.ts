@@ -78,9 +78,41 @@ describe('BOINC_QUERY_BATCHES', () => {
     env.server.advanceJob(c[0]!, 'IN_PROGRESS');
     const delta = await env.gahp.call(`BOINC_QUERY_BATCHES ${st1} 1 ${esc(C)}`);
     expect(delta.slice(2)).toEqual(['1', c[0], 'IN_PROGRESS']);
-    // Asked again from the new time, nothing changed: nothing is reported.
+    // Asked again from the new time, nothing changed: the job that answer reported is not
+    // reported again. (The other one may be, if its creation falls in the overlap: that
+    // answer did not carry it, so nothing proves the client has it.)
     const again = await env.gahp.call(`BOINC_QUERY_BATCHES ${delta[1]} 1 ${esc(C)}`);
-    expect(again.slice(2)).toEqual(['0']);
+    expect([['0'], ['1', c[1], 'NOT_STARTED']]).toContainEqual(again.slice(2));
+  });
+
+  test('a min_mod_time sent again (its answer lost or timed out) reports every change since it again', async () => {
+    const D = batchName('uppercase');
+    const d = [1, 2, 3].map((n) => jobName(D, 500, n));
+    await submitBatch(env, D, 'uppercase', d.map((name) => ({ name, inputs: ['d\n'] })));
+    // Past the overlap of the creation (mod_time in whole seconds): only changes show.
+    await waitPast(Math.floor(Date.now() / 1000) + 2);
+    const full = await env.gahp.call(`BOINC_QUERY_BATCHES 0 1 ${esc(D)}`);
+    expect(full.slice(2)).toEqual(['3', d[0], 'NOT_STARTED', d[1], 'NOT_STARTED', d[2], 'NOT_STARTED']);
+    const st1 = full[1]!;
+
+    env.server.advanceJob(d[0]!, 'DONE');
+    const lost = await env.gahp.call(`BOINC_QUERY_BATCHES ${st1} 1 ${esc(D)}`);
+    expect(lost.slice(2)).toEqual(['1', d[0], 'DONE']);
+    // The gridmanager never saw that answer (its call timed out): it asks again from st1.
+    const retry = await env.gahp.call(`BOINC_QUERY_BATCHES ${st1} 1 ${esc(D)}`);
+    expect(retry.slice(2)).toEqual(['1', d[0], 'DONE']);
+    // And once more, the retry lost as well.
+    const retry2 = await env.gahp.call(`BOINC_QUERY_BATCHES ${st1} 1 ${esc(D)}`);
+    expect(retry2.slice(2)).toEqual(['1', d[0], 'DONE']);
+
+    // From the token of the answer it did get, what that answer reported is not repeated.
+    env.server.advanceJob(d[1]!, 'IN_PROGRESS');
+    const next = await env.gahp.call(`BOINC_QUERY_BATCHES ${retry2[1]} 1 ${esc(D)}`);
+    expect(next.slice(2)).toEqual(['1', d[1], 'IN_PROGRESS']);
+    // The token of a lost answer (never sent back by the gridmanager, but a client may)
+    // leaves out only what that answer carried.
+    const fromLost = await env.gahp.call(`BOINC_QUERY_BATCHES ${lost[1]} 1 ${esc(D)}`);
+    expect(fromLost.slice(2)).toEqual(['1', d[1], 'IN_PROGRESS']);
   });
 
   test('a lease ending within the hour without renewal is warned about once in the log', async () => {
