@@ -172,7 +172,6 @@ export async function buildQueryResult(
       const job = b.jobs[i]!;
       const status = gridStatus(job.status);
       if (before !== undefined && before.get(job.name) === status) continue;
-      if (!now.has(job.name)) reportedCount++;
       now.set(job.name, status);
       tokens[t++] = job.name;
       tokens[t++] = status;
@@ -186,6 +185,7 @@ export async function buildQueryResult(
     ledger.push({ name: batchNames[k]!, jobs: pairs });
   }
   tokens.length = t;
+  for (const jobs of reported.values()) reportedCount += jobs.size;
   return { tokens, ledger, reported, reportedCount };
 }
 
