@@ -1,0 +1,184 @@
+/**
+ * The npm package as a site installs it: `npm pack` of a clean copy of the checkout (no dist/,
+ * so the package must build itself), `npm install -g --prefix <tmp>` of the tarball, and the
+ * installed commands run from there: `boinc-gahp --version`, the GAHP speaking its protocol,
+ * the demo, the test server. The tarball must hold product files only.
+ *
+ * Works offline after `npm ci`: dependencies resolve through a registry on 127.0.0.1 built
+ * from package-lock.json (./lockfile-registry.ts), their tarballs come from npm's cache.
+ */
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
+import { startLockfileRegistry, type LockfileRegistry } from './lockfile-registry.js';
+
+interface Ran {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a program (never through a shell), with a hard time limit. */
+function run(file: string, args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number }): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs);
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+/** The environment of a site admin's shell: this node first on PATH, nothing left over from `npm test`. */
+function cleanEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (/^npm_/i.test(k) && !/^npm_config_(cache|userconfig)$/i.test(k)) continue;
+    env[k] = v;
+  }
+  env.PATH = `${path.dirname(process.execPath)}${path.delimiter}${process.env.PATH ?? ''}`;
+  env.NO_COLOR = '1';
+  return env;
+}
+
+/** npm itself: the one running `npm test` when there is one, else npm from PATH. */
+function npm(args: string[], cwd: string, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Ran> {
+  const cli = process.env.npm_execpath;
+  if (cli && /\.c?js$/.test(cli)) return run(process.execPath, [cli, ...args], { cwd, env, timeoutMs });
+  return run('npm', args, { cwd, env, timeoutMs });
+}
+
+const show = (r: Ran) => `exit ${r.code ?? r.signal}\n--- stdout\n${r.stdout.slice(-3000)}\n--- stderr\n${r.stderr.slice(-3000)}`;
+
+/** What a tarball may hold: the package manifest, README/licence, the bin scripts, compiled product code, docs. */
+const PRODUCT_FILE = /^(package\.json|README\.md|LICEN[CS]E(\.[a-z]+)?|bin\/boinc-[a-z-]+|dist\/(gahp|boinc-rpc|fixtures)\/[A-Za-z0-9_./-]+\.js|docs\/[A-Za-z0-9_.-]+\.md)$/;
+
+describe('the npm package', () => {
+  let work: string;
+  let env: NodeJS.ProcessEnv;
+  let registry: LockfileRegistry;
+  let tarball: string;
+  let files: Array<{ path: string; mode: number }>;
+  let prefix: string;
+  let installedBin: string;
+  const version = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')).version as string;
+
+  beforeAll(async () => {
+    work = makeTempDir('boinc-gahp-package-');
+    env = cleanEnv();
+    // A clean checkout: the sources without dist/ (the bug was a tarball without dist/).
+    const checkout = path.join(work, 'checkout');
+    const skip = new Set(['node_modules', 'dist', '.git', 'demo-output', 'coverage']);
+    fs.cpSync(REPO_ROOT, checkout, {
+      recursive: true,
+      filter: (src) => !(path.dirname(src) === REPO_ROOT && skip.has(path.basename(src))) && !src.endsWith('.log'),
+    });
+    fs.symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(checkout, 'node_modules'), 'dir');
+
+    const out = path.join(work, 'tarballs');
+    fs.mkdirSync(out);
+    const packed = await npm(['pack', '--json', '--pack-destination', out], checkout, env, 180_000);
+    if (packed.code !== 0) throw new Error(`npm pack failed:\n${show(packed)}`);
+    const json = packed.stdout.slice(packed.stdout.search(/^\[/m));
+    const info = (JSON.parse(json) as Array<{ filename: string; files: Array<{ path: string; mode: number }> }>)[0]!;
+    tarball = path.join(out, info.filename);
+    files = info.files;
+
+    registry = await startLockfileRegistry(path.join(REPO_ROOT, 'package-lock.json'));
+    prefix = path.join(work, 'prefix');
+    const installed = await npm(
+      ['install', '--global', '--prefix', prefix, '--registry', registry.url, '--prefer-offline', '--no-audit', '--no-fund', '--no-update-notifier', tarball],
+      work, env, 120_000,
+    );
+    if (installed.code !== 0) {
+      throw new Error(`npm install -g of the tarball failed (tarballs missing from the npm cache: ${registry.tarballMisses.join(', ') || 'none'}):\n${show(installed)}`);
+    }
+    installedBin = path.join(prefix, 'bin');
+  }, 300_000);
+
+  afterAll(async () => {
+    await registry?.close();
+    if (work) fs.rmSync(work, { recursive: true, force: true });
+  });
+
+  test('the tarball holds the compiled product and nothing of tests, bench or sources', () => {
+    const paths = files.map((f) => f.path).sort();
+    expect(paths).toEqual(expect.arrayContaining([
+      'package.json', 'README.md', 'bin/boinc-gahp', 'bin/boinc-gahp-demo', 'bin/boinc-test-server',
+      'dist/gahp/cli/main.js', 'dist/gahp/staging/hash-worker.js', 'dist/boinc-rpc/client.js',
+      'dist/fixtures/demo.js', 'dist/fixtures/test-server/cli.js',
+    ]));
+    expect(paths.filter((p) => !PRODUCT_FILE.test(p))).toEqual([]);
+    expect(paths.filter((p) => /(^|\/)(test|tests|bench|__tests__)(\/|$)|\.test\.|\.ts$|\.map$|tsconfig|jest\.config/.test(p))).toEqual([]);
+    for (const bin of ['bin/boinc-gahp', 'bin/boinc-gahp-demo', 'bin/boinc-test-server']) {
+      expect(files.find((f) => f.path === bin)!.mode & 0o111).not.toBe(0);
+    }
+  });
+
+  test('the tarball installed from a local registry of the locked versions and npm\'s cache, nothing downloaded', () => {
+    expect(registry.tarballMisses).toEqual([]);
+    for (const name of ['boinc-gahp', 'boinc-gahp-demo', 'boinc-test-server']) {
+      expect(fs.existsSync(path.join(installedBin, name))).toBe(true);
+    }
+    expect(fs.existsSync(path.join(prefix, 'lib', 'node_modules', 'boinc-gahp', 'test'))).toBe(false);
+  });
+
+  test('installed boinc-gahp --version', async () => {
+    const r = await run(path.join(installedBin, 'boinc-gahp'), ['--version'], { cwd: work, env, timeoutMs: 30_000 });
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim()).toBe(version);
+  });
+
+  test('installed boinc-gahp speaks the GAHP protocol (what HTCondor starts)', async () => {
+    const child = spawn(path.join(installedBin, 'boinc-gahp'), ['--protocol'], { cwd: work, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stdin.write('VERSION\r\nQUIT\r\n');
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(code).toBe(0);
+    const lines = out.split(/\r?\n/);
+    expect(lines[0]).toMatch(/^\$GahpVersion: \S+ .* \$$/);
+    expect(lines).toContain('S');
+  });
+
+  test('installed boinc-gahp-demo runs the whole round trip', async () => {
+    const outputs = path.join(work, 'demo-output');
+    const r = await run(path.join(installedBin, 'boinc-gahp-demo'), ['--quiet', '--output-dir', outputs], { cwd: work, env, timeoutMs: 120_000 });
+    expect({ code: r.code, stdout: r.stdout }).toEqual({ code: 0, stdout: expect.stringContaining('OK: every job ran') });
+    expect(fs.readdirSync(outputs).filter((f) => f.startsWith('out.'))).toHaveLength(20);
+  }, 150_000);
+
+  test('installed boinc-test-server starts and prints its project URL', async () => {
+    const child = spawn(path.join(installedBin, 'boinc-test-server'), ['--port', '0'], { cwd: work, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let out = '';
+        const timer = setTimeout(() => reject(new Error(`no project URL printed: ${out}`)), 30_000);
+        child.stdout.on('data', (d: Buffer) => {
+          out += d.toString();
+          const m = /project URL: (http:\/\/127\.0\.0\.1:\d+\/\S*)/.exec(out);
+          if (m) {
+            clearTimeout(timer);
+            resolve(m[1]!);
+          }
+        });
+        child.on('close', (code) => reject(new Error(`exited ${code}: ${out}`)));
+      });
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.on('close', resolve));
+    }
+  });
+});
