@@ -173,12 +173,16 @@ describe('the npm package', () => {
             resolve(m[1]!);
           }
         });
+        child.on('error', reject);
         child.on('close', (code) => reject(new Error(`exited ${code}: ${out}`)));
       });
       expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
     } finally {
-      child.kill('SIGTERM');
-      await new Promise((resolve) => child.on('close', resolve));
+      if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) {
+        const closed = new Promise((resolve) => child.on('close', resolve));
+        child.kill('SIGTERM');
+        await closed;
+      }
     }
   });
 });
