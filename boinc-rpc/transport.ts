@@ -23,7 +23,7 @@ import { randomBytes } from 'node:crypto';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { BoincRpcError } from './errors.js';
-import { isCutShort, xmlEscape } from './xml.js';
+import { decodeServerText, isCutShort, xmlEscape } from './xml.js';
 
 export interface TransportOptions {
   timeoutMs: number;
@@ -145,7 +145,7 @@ class ErrorBodyCheck extends Transform {
       }
     }
     if (this.decided === 'error') {
-      cb(new ErrorBodyFound(Buffer.concat(this.errorText).toString('latin1').trim()));
+      cb(new ErrorBodyFound(decodeServerText(Buffer.concat(this.errorText)).trim()));
       return;
     }
     cb();
@@ -513,5 +513,5 @@ async function readSome(stream: NodeJS.ReadableStream, max: number): Promise<str
       n += chunk.length;
     }
   }
-  return Buffer.concat(chunks).subarray(0, max).toString('latin1');
+  return decodeServerText(Buffer.concat(chunks).subarray(0, max));
 }

@@ -5,6 +5,7 @@
  * PHP fatal error. A strict XML parser rejects all of that, so replies are read with small
  * index-based extractors for the known, flat element structure instead.
  */
+import { isUtf8 } from 'node:buffer';
 import { BoincRpcError } from './errors.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -118,14 +119,24 @@ export function rootElementName(text: string): string | undefined {
 }
 
 export interface ParsedReply {
-  /** The reply text (Latin-1 decoded, PHP noise removed). */
+  /** The reply text (decoded by decodeServerText, PHP noise removed). */
   text: string;
   root: string;
 }
 
-/** Decodes a reply body: BOINC declares ISO-8859-1 (whatever the Content-Type says). */
+/**
+ * Decodes text the server sent. Replies declare ISO-8859-1 (and the Content-Type UTF-8),
+ * but carry the database's bytes as stored, UTF-8 on a default MariaDB
+ * (docs/boinc-server.md): valid UTF-8 is read as UTF-8, anything else as Latin-1 (which
+ * any byte sequence is, so nothing is lost or replaced).
+ */
+export function decodeServerText(bytes: Buffer): string {
+  return isUtf8(bytes) ? bytes.toString('utf8') : bytes.toString('latin1');
+}
+
+/** Decodes a reply body (decodeServerText). */
 export function decodeReply(body: Buffer | string): string {
-  return typeof body === 'string' ? body : body.toString('latin1');
+  return typeof body === 'string' ? body : decodeServerText(body);
 }
 
 function shorten(s: string, max = 300): string {

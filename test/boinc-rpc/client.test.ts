@@ -198,9 +198,9 @@ describe('RPCs against the test server', () => {
     expect(server.rpcLog().at(-1)!.raw).toContain(`<min_mod_time>${Math.ceil(Date.now() / 1000) + 10}</min_mod_time>`);
   });
 
-  test('a Latin-1 name comes back as Latin-1', async () => {
+  test('a non-ASCII name comes back intact (the server echoes the UTF-8 bytes it stored)', async () => {
     const c = client();
-    const batchName = `caf\u00e9-${Date.now()}`;
+    const batchName = `caf\u00e9-\u65e5\u672c-${Date.now()}`;
     const batchId = await c.createBatch({ batchName, appName: 'uppercase', expireTime: 0 });
     const qb = await c.queryBatch({ batchId });
     expect(qb.name).toBe(batchName);

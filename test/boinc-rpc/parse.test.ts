@@ -3,7 +3,7 @@
  * Latin-1 bytes, unescaped error text, PHP warnings, fatal errors cutting the reply short).
  */
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
-import { checkReply, decodeEntities, extractError, stripHtml, XmlRequest, xmlEscape } from '../../boinc-rpc/xml.js';
+import { checkReply, decodeEntities, decodeServerText, extractError, stripHtml, XmlRequest, xmlEscape } from '../../boinc-rpc/xml.js';
 import {
   decodeStderr,
   parseAbsentFiles,
@@ -78,6 +78,17 @@ describe('checkReply', () => {
     const { text, root } = checkReply('query_batch', body, 'query_batch');
     expect(root).toBe('query_batch');
     expect(text).toContain('<name>café</name>');
+  });
+
+  test('UTF-8 bytes under the ISO-8859-1 declaration decode as UTF-8 (the real server sends the database\'s bytes)', () => {
+    const body = Buffer.from(`${HEADER}<query_batch2>\n<error>\n    <error_num>-1</error_num>\n    <error_msg>no batch named caf\u00e9 \u65e5\u672c</error_msg>\n</error>\n</query_batch2>\n`, 'utf8');
+    const e = rejectOf(() => checkReply('query_batch2', body, 'query_batch2'));
+    expect(e.serverMessage).toBe('no batch named caf\u00e9 \u65e5\u672c');
+    // One byte that is not UTF-8 anywhere: the whole reply is Latin-1 (nothing replaced).
+    const mixed = Buffer.concat([body.subarray(0, body.indexOf('caf')), Buffer.from('caf\u00e9 \u00ff', 'latin1'), body.subarray(body.indexOf('</error_msg>'))]);
+    expect(rejectOf(() => checkReply('query_batch2', mixed, 'query_batch2')).serverMessage).toBe('no batch named caf\u00e9 \u00ff');
+    expect(decodeServerText(Buffer.from([0x63, 0xc3, 0xa9, 0xe6, 0x97, 0xa5]))).toBe('c\u00e9\u65e5');
+    expect(decodeServerText(Buffer.from([0x63, 0xc3]))).toBe('c\u00c3');
   });
 
   test('an error with raw < & and quotes in error_msg still yields the whole message', () => {
