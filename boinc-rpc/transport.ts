@@ -432,10 +432,14 @@ export class Transport {
     const started = Date.now();
     const dir = path.dirname(destPath);
     const tmp = path.join(dir, `.${path.basename(destPath)}.${process.pid}.${randomBytes(6).toString('hex')}.part`);
+    // The URL carries the authenticator (auth_str): a redirect is followed only within its
+    // origin, or the next request would hand the secret to whoever the redirect names.
+    const origin = new URL(url).origin;
     const stream = got.stream(url, {
       timeout: { socket: this.opts.timeoutMs, response: this.opts.timeoutMs },
       retry: { limit: 0 },
       throwHttpErrors: false,
+      followRedirect: (response) => redirectTarget(response.headers.location, response.url)?.origin === origin,
       agent: { http: this.httpAgent, https: this.httpsAgent },
       headers: { 'user-agent': 'boinc-gahp' },
     });
@@ -452,7 +456,9 @@ export class Transport {
       if (status < 200 || status >= 300) {
         const text = await readSome(stream, 64 * 1024).catch(() => '');
         this.log(`boinc-rpc ${rpc} get_output.php HTTP ${status} in ${Date.now() - started} ms`);
-        const detail = stripTags(text);
+        const to = status >= 300 && status < 400 ? redirectTarget(response.headers.location, url) : undefined;
+        // Only the target's origin: its path and query may carry the authenticator on.
+        const detail = to ? `redirect to ${to.origin} not followed (another origin; the download URL carries the authenticator)` : stripTags(text);
         throw new BoincRpcError(rpc, status >= 500 ? 'transport' : 'protocol', `HTTP ${status}${detail ? ': ' + detail : ''}`, {
           httpStatus: status,
         });
@@ -497,6 +503,16 @@ export class Transport {
     this.closed = true;
     this.httpAgent.destroy();
     this.httpsAgent.destroy();
+  }
+}
+
+/** Where a redirect points (Location resolved against the URL it answered), if anywhere valid. */
+function redirectTarget(location: string | undefined, from: string): URL | undefined {
+  if (!location) return undefined;
+  try {
+    return new URL(location, from);
+  } catch {
+    return undefined;
   }
 }
 
