@@ -10,7 +10,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { joinTokens, splitTokens } from '../protocol/escape.js';
+import { escapeToken, joinTokens, splitTokens } from '../protocol/escape.js';
+import { LineFramer, type LineEvent } from '../protocol/line-reader.js';
 import { startGahp, type GahpRunOptions } from './run-gahp.js';
 import type { Command } from '../protocol/commands.js';
 
@@ -43,7 +44,7 @@ function replyMessage(reply: string): string {
 interface PendingReply {
   /** RESULTS replies are followed by n result lines. */
   results: boolean;
-  /** For RESPONSE_PREFIX: the prefix every line after an `S` reply carries. */
+  /** For RESPONSE_PREFIX: the prefix every line after an `S` reply carries (escaped). */
   newPrefix?: string;
   resolve(line: string): void;
   reject(err: Error): void;
@@ -96,13 +97,23 @@ class LineRelay {
   }
 }
 
-function lineSplitter(onLine: (line: string) => void): (chunk: Buffer | string) => void {
-  let partial = '';
-  return (chunk) => {
-    const parts = (partial + chunk.toString()).split('\n');
-    partial = parts.pop()!;
-    for (const p of parts) onLine(p.endsWith('\r') ? p.slice(0, -1) : p);
+/**
+ * Feeds the GAHP's output to onLine as protocol lines, framed by the very LineFramer the
+ * GAHP reads its input with: an LF ends a line unless a backslash escapes it (a token may
+ * hold an escaped newline), and bytes are decoded as UTF-8 per line, never per chunk (a
+ * character split across two reads stays whole). A line the framer refuses (not UTF-8,
+ * overlong) is passed on as a description in brackets, which matches no reply.
+ */
+function readProtocolLines(stream: NodeJS.ReadableStream, onLine: (line: string) => void): void {
+  const framer = new LineFramer();
+  const deliver = (events: LineEvent[]) => {
+    for (const ev of events) {
+      if (ev.kind === 'line') onLine(ev.text);
+      else onLine(ev.kind === 'overlong' ? `[a line of ${ev.bytes} bytes, over the limit]` : '[a line that is not valid UTF-8]');
+    }
   };
+  stream.on('data', (chunk: Buffer | string) => deliver(framer.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)));
+  stream.on('end', () => deliver(framer.end()));
 }
 
 export class GahpClient {
@@ -111,6 +122,7 @@ export class GahpClient {
   private resolveBanner!: (line: string) => void;
   private rejectBanner!: (err: Error) => void;
   private gotBanner = false;
+  /** The response prefix as the GAHP prints it (escaped, like every token). */
   private prefix = '';
   private readonly replies: PendingReply[] = [];
   /** Result lines still expected for the RESULTS reply being read. */
@@ -144,23 +156,39 @@ export class GahpClient {
   static inProcess(opts: Omit<GahpRunOptions, 'input' | 'output'> = {}): GahpClient {
     const toGahp = new PassThrough();
     const fromGahp = new PassThrough();
+    const running = startGahp({ ...opts, input: toGahp, output: fromGahp });
+    const client = GahpClient.overStreams(toGahp, fromGahp, {
+      exited: running.exited.then((code) => ({ code, why: 'the GAHP exited' })),
+      kill: () => void running.server.shutdown(),
+    });
+    client.commands = running.commands;
+    return client;
+  }
+
+  /**
+   * A GAHP at the other end of two streams: `toGahp` is its input, `fromGahp` its output.
+   * `exited` (default: the output ends) says when and how it stopped; `kill` stops it.
+   */
+  static overStreams(
+    toGahp: NodeJS.WritableStream,
+    fromGahp: NodeJS.ReadableStream,
+    control: { exited?: Promise<{ code: number | null; why: string }>; kill?: () => void } = {},
+  ): GahpClient {
     const lines = new LineRelay();
     const closeListeners: Array<(why: string) => void> = [];
-    fromGahp.on('data', lineSplitter((l) => lines.emit(l)));
-    const running = startGahp({ ...opts, input: toGahp, output: fromGahp });
-    running.exited.then(() => closeListeners.forEach((f) => f('the GAHP exited')));
-    const client = new GahpClient({
+    readProtocolLines(fromGahp, (l) => lines.emit(l));
+    const exited = control.exited ?? new Promise((resolve) => fromGahp.once('end', () => resolve({ code: null, why: 'the GAHP closed its output' })));
+    void exited.then(({ why }) => closeListeners.forEach((f) => f(why)));
+    return new GahpClient({
       write: (line) => toGahp.write(line + '\n'),
       onLine: (f) => lines.listen(f),
       onClose: (f) => closeListeners.push(f),
       end: async () => {
         toGahp.end();
-        return running.exited;
+        return (await exited).code;
       },
-      kill: () => void running.server.shutdown(),
+      kill: () => control.kill?.(),
     });
-    client.commands = running.commands;
-    return client;
   }
 
   /** bin/boinc-gahp as a child process, exactly what HTCondor starts. */
@@ -171,8 +199,9 @@ export class GahpClient {
     });
     const lines = new LineRelay();
     const closeListeners: Array<(why: string) => void> = [];
-    child.stdout.on('data', lineSplitter((l) => lines.emit(l)));
-    child.stderr.on('data', (d: Buffer) => opts.onStderr?.(d.toString()));
+    readProtocolLines(child.stdout, (l) => lines.emit(l));
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (d: string) => opts.onStderr?.(d));
     child.stdin.on('error', () => undefined);
     const exited = new Promise<number | null>((resolve) => {
       child.on('exit', (code, signal) => {
@@ -199,9 +228,15 @@ export class GahpClient {
     });
   }
 
-  /** Strings never shown by onTraffic (the authenticator). */
+  /**
+   * Strings never shown by onTraffic (the authenticator): as given, and escaped as a token
+   * (the form it has on the wire when it holds a backslash).
+   */
   addSecret(secret: string): void {
-    if (secret.length > 0) this.secrets.add(secret);
+    if (secret.length === 0) return;
+    // The escaped form first: masking the raw form inside it would leave its escapes behind.
+    this.secrets.add(escapeToken(secret));
+    this.secrets.add(secret);
   }
 
   mask(line: string): string {
@@ -304,7 +339,7 @@ export class GahpClient {
     const word = (splitTokens(line)[0] ?? '').toUpperCase();
     return new Promise<string>((resolve, reject) => {
       const pending: PendingReply = { results: word === 'RESULTS', resolve, reject };
-      if (word === 'RESPONSE_PREFIX') pending.newPrefix = splitTokens(line)[1] ?? '';
+      if (word === 'RESPONSE_PREFIX') pending.newPrefix = escapeToken(splitTokens(line)[1] ?? '');
       this.replies.push(pending);
       this.trace('send', line);
       this.transport.write(line);

@@ -20,8 +20,11 @@ export function runCli(args: string[], opts: { cwd?: string; env?: NodeJS.Proces
     });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
+    // Decoded as streams: a character split across two reads stays whole.
+    child.stdout.setEncoding('utf8');
+    child.stderr.setEncoding('utf8');
+    child.stdout.on('data', (d: string) => (stdout += d));
+    child.stderr.on('data', (d: string) => (stderr += d));
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`boinc-gahp ${args.join(' ')} timed out; stdout: ${stdout}; stderr: ${stderr}`));

@@ -21,8 +21,10 @@ test('the demo runs the whole cycle and every output is correct', async () => {
       });
       let so = '';
       let se = '';
-      child.stdout.on('data', (d) => (so += d));
-      child.stderr.on('data', (d) => (se += d));
+      child.stdout.setEncoding('utf8');
+      child.stderr.setEncoding('utf8');
+      child.stdout.on('data', (d: string) => (so += d));
+      child.stderr.on('data', (d: string) => (se += d));
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
         reject(new Error(`demo did not finish in 60 s:\n${so}\n${se}`));

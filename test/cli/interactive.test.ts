@@ -28,12 +28,15 @@ class Terminal {
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('BOINC_GAHP_')) env[k] = v;
     env.TERM = 'xterm';
     this.child = spawn('python3', [RELAY, process.execPath, GAHP_BIN, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
-    this.child.stdout.on('data', (d: Buffer) => {
-      this.raw += d.toString();
+    // Decoded as streams: a character split across two reads stays whole.
+    this.child.stdout.setEncoding('utf8');
+    this.child.stderr.setEncoding('utf8');
+    this.child.stdout.on('data', (d: string) => {
+      this.raw += d;
       this.waiters.splice(0).forEach((w) => w());
     });
-    this.child.stderr.on('data', (d: Buffer) => {
-      this.raw += d.toString();
+    this.child.stderr.on('data', (d: string) => {
+      this.raw += d;
     });
     this.exited = new Promise((resolve) => this.child.on('exit', (code) => resolve(code)));
   }

@@ -9,7 +9,8 @@ import { ProgressLine, SubmitProgressView, formatBytePair, formatBytes } from '.
 function fakeTerminal(): { out: PassThrough & { isTTY: boolean; columns: number }; text: () => string } {
   const out = Object.assign(new PassThrough(), { isTTY: true, columns: 200 });
   let text = '';
-  out.on('data', (d: Buffer) => (text += d.toString()));
+  out.setEncoding('utf8');
+  out.on('data', (d: string) => (text += d));
   return { out, text: () => text };
 }
 

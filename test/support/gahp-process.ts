@@ -8,7 +8,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { splitTokens } from '../../gahp/protocol/escape.js';
-import { ReplyLineSplitter } from './reply-lines.js';
+import { LineFramer } from '../../gahp/protocol/line-reader.js';
+import { StringDecoder } from 'node:string_decoder';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const GAHP_BIN = path.join(REPO_ROOT, 'bin', 'boinc-gahp');
@@ -37,7 +38,9 @@ export class GahpProcess {
   readonly transcript: string[] = [];
   private lines: string[] = [];
   private waiters: Array<() => void> = [];
-  private readonly splitter = new ReplyLineSplitter();
+  /** The GAHP's own framing (an escaped LF stays inside its line; UTF-8 decoded per line). */
+  private readonly framer = new LineFramer();
+  private readonly rawDecoder = new StringDecoder('utf8');
   private closed = false;
   stderr = '';
   /** Everything read from stdout, byte for byte (as UTF-8 text). */
@@ -55,10 +58,10 @@ export class GahpProcess {
     this.child = child;
     this.stateDir = stateDir;
     this.ownsStateDir = ownsStateDir;
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (chunk: string) => {
-      this.rawStdout += chunk;
-      for (const p of this.splitter.push(chunk)) {
+    child.stdout.on('data', (chunk: Buffer) => {
+      this.rawStdout += this.rawDecoder.write(chunk);
+      for (const ev of this.framer.push(chunk)) {
+        const p = ev.kind === 'line' ? ev.text : `[GAHP printed a line the protocol forbids: ${ev.kind}]`;
         this.transcript.push(p);
         this.lines.push(p);
       }

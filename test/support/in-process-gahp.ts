@@ -7,7 +7,7 @@ import { PassThrough } from 'node:stream';
 import { GahpServer, type GahpServerOptions } from '../../gahp/protocol/server.js';
 import { ArgumentError, expectArgCount, type AsyncCommand, type Command, type SyncCommand } from '../../gahp/protocol/commands.js';
 import { Logger, type LogSink } from '../../gahp/log.js';
-import { ReplyLineSplitter } from './reply-lines.js';
+import { LineFramer } from '../../gahp/protocol/line-reader.js';
 
 export const TEST_BANNER = '$GahpVersion: 9.9.9 Jan 01 2030 test\\ gahp $';
 
@@ -20,16 +20,17 @@ export class InProcessGahp {
   /** Everything the debug log received. */
   readonly logLines: string[] = [];
   private lines: string[] = [];
-  private readonly splitter = new ReplyLineSplitter();
+  /** The server's own framing, for its output too (an escaped LF stays inside its line). */
+  private readonly framer = new LineFramer();
   private waiters: Array<() => void> = [];
   exitCode: number | undefined;
   readonly exited: Promise<number>;
   prefix = '';
 
   constructor(commands: Command[], opts: Partial<GahpServerOptions> = {}) {
-    this.output.setEncoding('utf8');
-    this.output.on('data', (chunk: string) => {
-      for (const p of this.splitter.push(chunk)) {
+    this.output.on('data', (chunk: Buffer) => {
+      for (const ev of this.framer.push(chunk)) {
+        const p = ev.kind === 'line' ? ev.text : `[the server printed a line the protocol forbids: ${ev.kind}]`;
         this.transcript.push(p);
         this.lines.push(p);
       }
