@@ -68,7 +68,7 @@ export function parseQueryBatch2(rpc: string, text: string, batchCount: number):
     pos = bsEnd + 13;
     const next = text.indexOf('<batch_size>', pos);
     const limit = next < 0 ? text.length : next;
-    const jobs: Array<{ name: string; status: string }> = new Array(n);
+    const jobs = new Array<{ name: string; status: string }>(n);
     for (let i = 0; i < n; i++) {
       const j = text.indexOf('<job>', pos);
       if (j < 0 || j >= limit) throw protocol(rpc, `batch ${batches.length}: ${i} <job> elements, <batch_size> said ${n}`);

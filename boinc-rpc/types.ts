@@ -73,6 +73,8 @@ export interface SubmitBatchRequest extends CallOptions {
 }
 
 /** BOINC job status words as query_batch2 reports them. */
+// The four words are the known ones (and document them); any other word passes through as is.
+// eslint-disable-next-line @typescript-eslint/no-redundant-type-constituents
 export type BoincJobStatus = 'UNSENT' | 'IN_PROGRESS' | 'DONE' | 'ERROR' | string;
 
 export interface QueryBatch2Reply {

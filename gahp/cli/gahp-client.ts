@@ -66,7 +66,7 @@ export function repoRoot(): string {
     const pkg = path.join(dir, 'package.json');
     if (fs.existsSync(pkg)) {
       try {
-        if (JSON.parse(fs.readFileSync(pkg, 'utf8')).name === 'boinc-gahp') return dir;
+        if ((JSON.parse(fs.readFileSync(pkg, 'utf8')) as { name?: unknown }).name === 'boinc-gahp') return dir;
       } catch {
         /* keep looking */
       }

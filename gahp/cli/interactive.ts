@@ -38,7 +38,7 @@ export interface InteractiveOptions extends Omit<GahpRunOptions, 'input' | 'outp
 export function historySafe(line: string): string {
   const tokens = splitTokens(line);
   if (tokens[0]?.toUpperCase() === 'BOINC_SELECT_PROJECT' && tokens.length >= 3) {
-    return joinTokens([tokens[0]!, tokens[1]!]) + ' ***';
+    return joinTokens([tokens[0], tokens[1]!]) + ' ***';
   }
   return line;
 }
@@ -88,6 +88,8 @@ export function describeResult(command: string | undefined, tokens: string[]): s
       }
       return lines;
     }
+    default:
+      break;
   }
   return [rest.length ? `${label} ok: ${rest.join(' ')}` : `${label} ok`];
 }

@@ -60,7 +60,7 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(new Option('--protocol', 'speak the raw protocol even on a terminal (no interactive prompt)'))
     .addOption(new Option('--interactive', 'use the interactive prompt even when stdin is not a terminal'));
 
-  const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals() as GlobalOptions;
+  const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals<GlobalOptions>();
 
   program.action(async (opts: GlobalOptions & { protocol?: boolean; interactive?: boolean }) => {
     const authenticator = opts.authenticatorFile ? readAuthenticator(opts.authenticatorFile) : undefined;

@@ -121,7 +121,7 @@ function withStateLock<T>(stateDir: string, fn: () => T): T {
         fs.rmSync(lock, { force: true });
         continue;
       }
-      if (Date.now() > deadline) throw new Error(`${lock} is held by process ${holder}; remove it if no boinc-gahp submit is running`);
+      if (Date.now() > deadline) throw new Error(`${lock} is held by process ${holder}; remove it if no boinc-gahp submit is running`, { cause: err });
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
     }
   }

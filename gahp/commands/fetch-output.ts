@@ -75,6 +75,7 @@ async function completedJob(rpc: BoincRpc, jobName: string, signal: AbortSignal)
       throw new Error(
         `job ${jobName} has no successful instance: BOINC cannot report the exit status or stderr of a job ` +
           `that failed or has not finished (${err.message})`,
+        { cause: err },
       );
     }
     throw err;

@@ -28,7 +28,7 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
     signal.addEventListener('abort', onAbort, { once: true });
     work.then(
       (v) => { signal.removeEventListener('abort', onAbort); resolve(v); },
-      (e) => { signal.removeEventListener('abort', onAbort); reject(e); },
+      (e: unknown) => { signal.removeEventListener('abort', onAbort); reject(e); },
     );
   });
 }

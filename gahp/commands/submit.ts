@@ -103,7 +103,7 @@ async function findBatch(rpc: BoincRpc, batchName: string, knownId: number | und
     }
     const jobs = (reply.batches[0]?.jobs ?? []).map((j, i) => ({ id: -1 - i, name: j.name, status: j.status }));
     if (knownId === undefined && jobs.length === 0) {
-      throw new Error(`batch ${batchName} exists on the server without jobs, but query_batch cannot give its id (${err.message})`);
+      throw new Error(`batch ${batchName} exists on the server without jobs, but query_batch cannot give its id (${err.message})`, { cause: err });
     }
     return { id: knownId ?? -1, name: batchName, state: jobs.length > 0 ? 1 : 0, njobs: jobs.length, jobs };
   }
@@ -319,7 +319,7 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
       const physFiles = new Set<string>();
       for (const job of all) for (const i of job.inputs) physFiles.add(physName(h.files.get(i.src)!.md5));
       // Null prototype: a job named `__proto__` is just a key.
-      const jobsRec: Record<string, string> = Object.create(null);
+      const jobsRec = Object.create(null) as Record<string, string>;
       for (const job of all) jobsRec[job.name] = 'SUBMITTED';
       return { physFiles: [...physFiles], jobs: jobsRec };
     }
@@ -350,7 +350,7 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
           for (let look = 0; look < 2; look++) {
             const found = await findBatch(rpc, req.batchName, undefined, signal);
             if (found) {
-              if (found.jobs.length > 0 || found.state !== 0) throw new Error(`batch ${req.batchName} appeared on the server with ${found.jobs.length} jobs in state ${found.state}`);
+              if (found.jobs.length > 0 || found.state !== 0) throw new Error(`batch ${req.batchName} appeared on the server with ${found.jobs.length} jobs in state ${found.state}`, { cause: err });
               return found.id;
             }
             if (look === 0) await sleep(1000, signal);
@@ -400,7 +400,7 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
             const have = new Set(found.jobs.map((j) => j.name));
             const missing = jobs.filter((j) => !have.has(j.name)).length;
             if (missing === 0) return;
-            throw new Error(`${err.message} (the batch now holds ${jobs.length - missing} of the ${jobs.length} jobs; a repeated BOINC_SUBMIT completes it)`);
+            throw new Error(`${err.message} (the batch now holds ${jobs.length - missing} of the ${jobs.length} jobs; a repeated BOINC_SUBMIT completes it)`, { cause: err });
           }
         }
         throw err;

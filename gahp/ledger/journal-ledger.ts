@@ -71,7 +71,6 @@ const yieldNow = () => new Promise<void>((resolve) => setImmediate(resolve));
 /** Compaction forgets batches retired longer ago than this. */
 const RETIRED_KEEP_MS = 30 * 24 * 3600 * 1000;
 const key = (projectUrl: string, name: string) => `${projectUrl}\n${name}`;
-const PATCH_FIELDS = ['app', 'state', 'batchId', 'leaseExpiresAt', 'lastServerTime'] as const;
 
 export class JournalLedger implements Ledger {
   private readonly batches = new Map<string, BatchRecord>();
@@ -176,7 +175,7 @@ export class JournalLedger implements Ledger {
       const rec = this.batches.get(key(projectUrl, qb.name));
       if (!rec) continue;
       // Null prototype: a job named `__proto__` is just a key.
-      const changed: Record<string, string> = Object.create(null);
+      const changed = Object.create(null) as Record<string, string>;
       const jobs = qb.jobs;
       for (let i = 0; i < jobs.length; ) {
         const begin = i;
@@ -441,7 +440,7 @@ export class JournalLedger implements Ledger {
       case 'snapshot': {
         const b = entry.batch;
         const rec = this.record(b.projectUrl, b.name, b.createdAt);
-        for (const f of PATCH_FIELDS) if (b[f] !== undefined) (rec as any)[f] = b[f];
+        copyFields(rec, b);
         rec.physFiles = Array.isArray(b.physFiles) ? [...b.physFiles] : [];
         rec.jobs = new Map(Object.entries(b.jobs ?? {}));
         rec.jobsShared = false;
@@ -452,7 +451,7 @@ export class JournalLedger implements Ledger {
       case 'upsert': {
         const rec = this.record(entry.p, entry.n, entry.t);
         const patch = entry.patch;
-        for (const f of PATCH_FIELDS) if (patch[f] !== undefined) (rec as any)[f] = patch[f];
+        copyFields(rec, patch);
         if (patch.physFiles) rec.physFiles = [...patch.physFiles];
         if (patch.jobs) {
           const jobs = this.writableJobs(rec);
@@ -533,6 +532,15 @@ export class JournalLedger implements Ledger {
     }
     return { lines: count, bytes: buf.length };
   }
+}
+
+/** The scalar fields of a patch (or snapshot) that are set, onto a record. */
+function copyFields(rec: BatchRecord, from: LedgerBatchPatch): void {
+  if (from.app !== undefined) rec.app = from.app;
+  if (from.state !== undefined) rec.state = from.state;
+  if (from.batchId !== undefined) rec.batchId = from.batchId;
+  if (from.leaseExpiresAt !== undefined) rec.leaseExpiresAt = from.leaseExpiresAt;
+  if (from.lastServerTime !== undefined) rec.lastServerTime = from.lastServerTime;
 }
 
 function plain(rec: BatchRecord): LedgerBatch {

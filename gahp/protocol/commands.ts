@@ -57,6 +57,9 @@ export interface AsyncCommand<Req = unknown> extends CommandBase {
   run(req: Req, ctx: HandlerContext): Promise<string[]>;
 }
 
+// A command's request type is its own business: the server only hands parse()'s result back to
+// the same command's run(). (AsyncCommand<unknown> would not do: run's parameter is contravariant.)
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Command = SyncCommand | AsyncCommand<any>;
 
 /** Helpers for argument parsers. */

@@ -145,7 +145,7 @@ export class GahpServer {
       this.log.info('stdin closed: shutting down');
       void this.shutdown();
     });
-    input.on('error', (err) => {
+    input.on('error', (err: Error) => {
       this.log.error(`stdin error: ${err.message}`);
       void this.shutdown();
     });

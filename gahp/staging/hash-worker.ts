@@ -28,7 +28,7 @@ async function hashOne(path: string): Promise<WorkerHashResult> {
   let fd: number | undefined;
   try {
     fd = fs.openSync(path, 'r');
-    const st = fs.fstatSync(fd, { bigint: true }) as fs.BigIntStats;
+    const st = fs.fstatSync(fd, { bigint: true });
     if (!st.isFile()) return { path, error: 'not a regular file' };
     const before = fileKey(st);
     const hashedAtMs = Date.now();
@@ -38,7 +38,7 @@ async function hashOne(path: string): Promise<WorkerHashResult> {
     // shrinks meanwhile is caught by the second fstat.
     const size = Number(st.size);
     if (size <= CHUNK) {
-      const buf = buffers[0]!;
+      const buf = buffers[0];
       let total = 0;
       while (total < size) {
         const n = fs.readSync(fd, buf, total, size - total, null);
@@ -61,7 +61,7 @@ async function hashOne(path: string): Promise<WorkerHashResult> {
       if (total < size) pending = read(fd, buffers[cur]!);
       hash.update(n === full.length ? full : full.subarray(0, n));
     }
-    const after = fileKey(fs.fstatSync(fd, { bigint: true }) as fs.BigIntStats);
+    const after = fileKey(fs.fstatSync(fd, { bigint: true }));
     if (!sameFileKey(before, after)) return { path, error: 'the file changed while it was being hashed' };
     return { path, md5: hash.digest('hex'), key: before, hashedAtMs };
   } catch (err) {

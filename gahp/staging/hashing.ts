@@ -52,7 +52,7 @@ export class HashPool {
     while (this.workers.length < nworkers) this.workers.push(this.spawn());
     // Small chunks balance the load; several in flight per worker hide the messaging.
     const chunk = Math.max(1, Math.min(32, Math.ceil(paths.length / (nworkers * 8))));
-    const out: WorkerHashResult[] = new Array(paths.length);
+    const out = new Array<WorkerHashResult>(paths.length);
     let next = 0;
     try {
       await Promise.all(this.workers.slice(0, nworkers).map(async (w) => {

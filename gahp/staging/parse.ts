@@ -59,7 +59,7 @@ export function parseSubmitArgs(args: string[]): SubmitRequest {
   // A job takes at least 3 tokens, which bounds njobs by the line itself.
   if (njobs * 3 > args.length - i) throw new ArgumentError(`${njobs} jobs announced, but only ${args.length - i} arguments follow`);
 
-  const jobs: SubmitJobSpec[] = new Array(njobs);
+  const jobs = new Array<SubmitJobSpec>(njobs);
   for (let j = 0; j < njobs; j++) {
     const name = next(() => `job_name of job ${j + 1}`);
     const nargs = count(next(() => `nargs of job ${name}`), () => `nargs of job ${name}`);
@@ -68,7 +68,7 @@ export function parseSubmitArgs(args: string[]): SubmitRequest {
     i += nargs;
     const ninputs = count(next(() => `ninputs of job ${name}`), () => `ninputs of job ${name}`);
     if (ninputs * 2 > args.length - i) throw new ArgumentError(`job ${name}: ${ninputs} input files announced, only ${args.length - i} arguments follow`);
-    const inputs: SubmitInput[] = new Array(ninputs);
+    const inputs = new Array<SubmitInput>(ninputs);
     for (let k = 0; k < ninputs; k++) {
       const src = next(() => `src_path of input ${k + 1} of job ${name}`);
       const dst = next(() => `dst_name of input ${k + 1} of job ${name}`);

@@ -20,6 +20,8 @@ export class SubmitCheckError extends Error {
  * C1) and Unicode spaces count as whitespace. Everything else (`$`, `*`, `=`, `/`, ...)
  * reaches the app intact.
  */
+// Control characters are exactly what this pattern is for.
+// eslint-disable-next-line no-control-regex
 const BAD_ARG_CHAR = /[\s'"\\<>&\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]/u;
 
 /**

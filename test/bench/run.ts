@@ -64,7 +64,7 @@ const FIGURES: Figure[] = [
       // At least 5 pairs: cheap, and the per-pair ratio needs them on a busy machine.
       const sizes = { ...(ctx.quick ? QUICK_MD5 : FULL_MD5), runs: Math.max(ctx.runs, ctx.quick ? 3 : 5) };
       if (ctx.quick) ctx.note(`md5 (quick): big file ${sizes.bigBytes >> 20} MiB, ${sizes.manyCount} files of ${sizes.manyBytes >> 10} KiB`);
-      return { ...(await md5Figures(sizes, ctx.note)) };
+      return { ...(await md5Figures(sizes, (line) => ctx.note(line))) };
     },
   },
   {
@@ -270,7 +270,7 @@ async function main(): Promise<number> {
       console.error(`bench: ${f.id} done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     } catch (err) {
       skipped[f.id] = (err as Error).message.split('\n')[0]!.slice(0, 300);
-      console.error(`bench: ${f.id} FAILED: ${(err as Error).stack ?? err}`);
+      console.error(`bench: ${f.id} FAILED: ${(err as Error).stack ?? String(err)}`);
     }
   }
   if (world) await (await world.catch(() => undefined))?.close();

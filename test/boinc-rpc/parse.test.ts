@@ -316,7 +316,8 @@ describe('query_batch2 at scale', () => {
     expect(reply.batches).toHaveLength(100);
     expect(reply.batches.every((b) => b.jobs.length === 1000)).toBe(true);
     expect(reply.batches[0]!.jobs.map((j) => j.name)).toEqual(names);
-    expect(reply.batches[99]!.jobs[1]).toEqual({ name: expect.stringContaining('#1.0'), status: 'IN_PROGRESS' });
+    expect(reply.batches[99]!.jobs[1]!.name).toContain('#1.0');
+    expect(reply.batches[99]!.jobs[1]!.status).toBe('IN_PROGRESS');
     // Parse speed is a figure of `npm run bench` (query_100k_s), not asserted here.
     console.log(`parsed 100x1000 jobs in ${ms.toFixed(0)} ms`);
   });

@@ -107,7 +107,7 @@ test('status, lease, fetch, abort, retire on a batch submitted through the GAHP'
   const lease = await cli(['lease', batch, '--until', String(until)]);
   expect(lease.code).toBe(0);
   expect(server.batches().find((b) => b.name === batch)!.expireTime).toBe(until);
-  expect(JSON.parse((await cli(['status', '--json'])).stdout)[0].leaseExpiresAt).toBe(until);
+  expect((JSON.parse((await cli(['status', '--json'])).stdout) as Array<{ leaseExpiresAt?: number }>)[0]!.leaseExpiresAt).toBe(until);
 
   // fetch before the job is done: the GAHP's error, exit 1.
   const early = await cli(['fetch', `${batch}#1.0`, '-d', 'outs']);

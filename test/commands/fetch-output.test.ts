@@ -136,7 +136,7 @@ describe('BOINC_FETCH_OUTPUT', () => {
     }
     for (const id of ids) expect((await env.gahp.waitResult(id))[0]).toBe('NULL');
     const lines = fs.readFileSync(shared, 'latin1').split('\n').filter(Boolean).sort();
-    expect(lines).toEqual([...Array(3).fill('uppercase: 12 bytes'), ...Array(3).fill('uppercase: 7 bytes')]);
+    expect(lines).toEqual([...Array<string>(3).fill('uppercase: 12 bytes'), ...Array<string>(3).fill('uppercase: 7 bytes')]);
   });
 
   test('absolute destination used as is; ALL with a spec acts as a rename; two outputs', async () => {

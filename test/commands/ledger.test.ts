@@ -76,9 +76,9 @@ describe('JournalLedger', () => {
       { name: 'b', jobs: [['b1', 'IN_PROGRESS']] },
     ]);
     await l.close();
-    const added = fs.readFileSync(file(), 'utf8').slice(size0).split('\n').filter(Boolean).map((x) => JSON.parse(x));
+    const added = fs.readFileSync(file(), 'utf8').slice(size0).split('\n').filter(Boolean).map((x) => JSON.parse(x) as { b?: unknown });
     expect(added).toHaveLength(2);
-    expect(added[1].b).toEqual({ a: { a2: 'DONE' }, b: {} });
+    expect(added[1]!.b).toEqual({ a: { a2: 'DONE' }, b: {} });
     const r = JournalLedger.readOnly(dir);
     expect(r.get(P, 'a')!.jobs).toEqual({ a1: 'NOT_STARTED', a2: 'DONE' });
     expect(r.get(P, 'b')!.lastServerTime).toBe('11.5');

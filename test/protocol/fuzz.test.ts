@@ -158,7 +158,7 @@ describe('fuzz: every command argument parser (in-process)', () => {
     for (const c of commands) {
       const args = tpl[c.name];
       if (!args) continue;
-      if (c.kind === 'async') expect(() => c.parse(args.slice(1))).not.toThrow();
+      if (c.kind === 'async') expect(() => { c.parse(args.slice(1)); }).not.toThrow();
       else expect(() => c.run(args, { log: Logger.silent() })).not.toThrow();
     }
   });
@@ -178,7 +178,7 @@ describe('fuzz: every command argument parser (in-process)', () => {
           parseOnce(tokens);
         } catch (err) {
           if (!(err instanceof ArgumentError)) {
-            throw new Error(`${c.name} ${JSON.stringify(tokens).slice(0, 300)}: threw ${(err as Error)?.name}: ${(err as Error)?.message}`);
+            throw new Error(`${c.name} ${JSON.stringify(tokens).slice(0, 300)}: threw ${(err as Error)?.name}: ${(err as Error)?.message}`, { cause: err });
           }
           expect(err.message.length).toBeGreaterThan(0);
           // The server cuts E messages to 4 KiB; a parser need only stay reasonable.

@@ -473,7 +473,7 @@ export class Blahpd {
     const fifoDir = fs.mkdtempSync(path.join(os.tmpdir(), 'blahpd-stdin-'));
     const fifo = path.join(fifoDir, 'gridmanager-commands');
     const mk = spawnSync('mkfifo', ['-m', '600', fifo]);
-    if (mk.status !== 0) throw new Error(`mkfifo failed: ${mk.stderr}`);
+    if (mk.status !== 0) throw new Error(`mkfifo failed: ${String(mk.stderr)}`);
     const childStdin = fs.openSync(fifo, fs.constants.O_RDWR);
     const peek = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
     fs.writeSync(childStdin, STDIN_SENTINEL);
@@ -830,7 +830,7 @@ export class Blahpd {
       4: `${reqId} 1 Job\\ Completed\\ jobId\\ ${jobId}`,
     };
     if (typeof status !== 'number') return this.simple(reqId, [`${reqId} 1 Error parsing classad or job not found`]);
-    if (fixed[status]) return this.simple(reqId, [fixed[status]!]);
+    if (fixed[status]) return this.simple(reqId, [fixed[status]]);
     const runs = (action === 'hold' && (status === 1 || status === 2)) || (action === 'resume' && status === 5);
     if (!runs) {
       if (action === 'resume') return this.simple(reqId, [status === 1 ? `${reqId} 1 Job\\ Idle\\ jobId\\ ${jobId}` : `${reqId} 1 \\ Job\\ Running\\ jobId\\ ${jobId}`]);

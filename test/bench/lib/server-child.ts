@@ -47,7 +47,8 @@ async function main(): Promise<void> {
   process.on('disconnect', () => {
     void server.close().finally(() => process.exit(0));
   });
-  process.on('message', async (req: Request) => {
+  // An IPC listener is not awaited: each request runs as its own task and reports its own failure.
+  process.on('message', (req: Request) => void (async () => {
     try {
       let result: unknown = null;
       switch (req.op) {
@@ -83,7 +84,7 @@ async function main(): Promise<void> {
     } catch (err) {
       send({ id: req.id, error: (err as Error).message });
     }
-  });
+  })());
 }
 
 main().catch((err) => {

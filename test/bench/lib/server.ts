@@ -21,7 +21,7 @@ export interface ServerSummary {
 
 export class BenchServer {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   private readonly unregister: () => void;
 
   private constructor(
@@ -68,7 +68,7 @@ export class BenchServer {
   private call<T>(op: string, extra: Record<string, unknown> = {}): Promise<T> {
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+      this.pending.set(id, { resolve: (v) => resolve(v as T), reject });
       this.child.send({ id, op, ...extra });
     });
   }
