@@ -166,7 +166,7 @@ export async function buildQueryResult(
     const before = known?.get(name);
     // A batch named twice in one query gets one map: both lists report the same jobs.
     let now = reported.get(name);
-    if (!now) reported.set(name, (now = new Map()));
+    if (!now) reported.set(name, (now = new Map<string, string>()));
     const pairs: Array<readonly [string, string]> = [];
     for (let i = 0; i < b.jobs.length; i++) {
       const job = b.jobs[i]!;

@@ -66,8 +66,8 @@ describe('commands keep the project selected when their line was read', () => {
 
     const owners = (s: ExtendedTestBoincServer) => Object.fromEntries(s.batches().map((b) => [b.name, b.owner]));
     const expectedA = Object.fromEntries([
-      ...batches.a.map((b) => [b, serverA.authenticator]),
-      ...batches.a2.map((b) => [b, secondUserOfA]),
+      ...batches.a.map((b) => [b, serverA.authenticator] as const),
+      ...batches.a2.map((b) => [b, secondUserOfA] as const),
     ]);
     expect(owners(serverA)).toEqual(expectedA);
     expect(owners(serverB)).toEqual(Object.fromEntries(batches.b.map((b) => [b, serverB.authenticator])));
