@@ -55,7 +55,7 @@ test('bin/boinc-gahp: multibyte text split across reads arrives whole', async ()
     for (let i = 0; i < 40; i++) {
       const b = batchName('uppercase');
       // <batch> <app> <njobs> (<job> <nargs> <ninputs> (<src> <dst>)...)... and six NULL parameters.
-      const args = [b, 'uppercase', '1', jobName(b, 1, i), '0', '1', missing(i), 'in', ...Array(6).fill('NULL')];
+      const args = [b, 'uppercase', '1', jobName(b, 1, i), '0', '1', missing(i), 'in', ...Array<string>(6).fill('NULL')];
       calls.push(client.call('BOINC_SUBMIT', args).then(() => 'succeeded', (e: Error) => (e instanceof GahpResultError ? e.message : `other: ${e.message}`)));
     }
     const messages = await withTimeout(Promise.all(calls), 60_000, 'the 40 results');
