@@ -3,7 +3,6 @@
  * HTCondor's gridmanager runs (BOINC_GAHP points at bin/boinc-gahp).
  */
 import * as os from 'node:os';
-import * as path from 'node:path';
 import { GahpServer } from '../protocol/server.js';
 import { Logger } from '../log.js';
 import { ProjectSession } from '../session.js';
@@ -11,6 +10,7 @@ import { boincCommands } from '../commands/index.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';
 import { BoincClient } from '../../boinc-rpc/client.js';
 import { gahpBanner } from '../version.js';
+import { defaultStateDir } from './settings.js';
 import type { GahpConfig, GahpServices } from '../services.js';
 import type { Command } from '../protocol/commands.js';
 import type { ProgressSink } from '../staging/progress.js';
@@ -33,11 +33,7 @@ export interface GahpRunOptions {
   progress?: ProgressSink;
 }
 
-/** The state directory: --state-dir, else $XDG_STATE_HOME/boinc-gahp, else ~/.local/state/boinc-gahp. */
-export function defaultStateDir(): string {
-  const base = process.env.XDG_STATE_HOME || path.join(os.homedir(), '.local', 'state');
-  return path.join(base, 'boinc-gahp');
-}
+export { defaultStateDir };
 
 export function defaultConfig(stateDir: string, overrides: Partial<GahpConfig> = {}): GahpConfig {
   return {

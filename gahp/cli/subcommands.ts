@@ -9,7 +9,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
-import { defaultStateDir, type GahpRunOptions } from './run-gahp.js';
+import type { GahpRunOptions } from './run-gahp.js';
+import { defaultStateDir, readAuthenticator, UsageError } from './settings.js';
 import { Logger, type LogLevel } from '../log.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';
 import type { LedgerBatch } from '../ledger/types.js';
@@ -19,10 +20,7 @@ export const EXIT_OK = 0;
 export const EXIT_FAILED = 1;
 export const EXIT_USAGE = 2;
 
-/** A usage or configuration problem: exit code 2. */
-export class UsageError extends Error {
-  override name = 'UsageError';
-}
+export { UsageError, readAuthenticator };
 
 /** The global options (also settable through BOINC_GAHP_* environment variables). */
 export interface GlobalOptions {
@@ -43,19 +41,6 @@ export function makeLogger(g: GlobalOptions): Logger {
   if (g.log) return Logger.toFile(g.log, level);
   if (g.debug) return Logger.toStderr(level);
   return Logger.silent();
-}
-
-/** Reads an authenticator file: the first non-empty line, trimmed. Never prints it. */
-export function readAuthenticator(file: string): string {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new UsageError(`cannot read the authenticator file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
-  const auth = text.split(/\r?\n/).map((l) => l.trim()).find((l) => l.length > 0);
-  if (!auth) throw new UsageError(`the authenticator file ${file} is empty`);
-  return auth;
 }
 
 export function runOptions(g: GlobalOptions): Omit<GahpRunOptions, 'input' | 'output'> {
