@@ -1,0 +1,55 @@
+/**
+ * One BLAHP script call's connection to the GAHP core: the same services (project session,
+ * RPC client, ledger, log) and BOINC_* command handlers the GAHP builds, used in-process
+ * without the line protocol. Built only when a call needs the server (most status calls
+ * are answered from the shared snapshot and never build it).
+ */
+import type { GahpServices } from '../services.js';
+import type { HandlerContext } from '../protocol/commands.js';
+import type { Logger } from '../log.js';
+import { authenticatorOf, loggerOf, type BlahpConfig } from './config.js';
+
+export interface BlahpContext {
+  cfg: BlahpConfig;
+  log: Logger;
+  /** The GAHP's services (loads the RPC stack on first use). */
+  services(): Promise<GahpServices>;
+  /** A handler context for one command; its signal fires after timeoutMs (if given). */
+  handler(reqId: string, timeoutMs?: number): HandlerContext;
+  close(): Promise<void>;
+}
+
+export function openContext(cfg: BlahpConfig, log = loggerOf(cfg)): BlahpContext {
+  let services: GahpServices | undefined;
+  const shutdown = new AbortController();
+  return {
+    cfg,
+    log,
+    async services() {
+      if (!services) {
+        const { createServices } = await import('../cli/run-gahp.js');
+        services = createServices({
+          stateDir: cfg.stateDir,
+          log,
+          projectUrl: cfg.projectUrl,
+          authenticator: authenticatorOf(cfg),
+          rpcTimeoutMs: cfg.rpcTimeoutMs,
+          leaseSeconds: cfg.leaseSeconds,
+        });
+      }
+      return services;
+    },
+    handler(reqId, timeoutMs) {
+      const signal = timeoutMs === undefined ? shutdown.signal : AbortSignal.any([shutdown.signal, AbortSignal.timeout(timeoutMs)]);
+      return { signal, reqId, log };
+    },
+    async close() {
+      shutdown.abort();
+      if (services) {
+        services.session.close();
+        await services.ledger.close().catch(() => undefined);
+      }
+      await log.flush().catch(() => undefined);
+    },
+  };
+}

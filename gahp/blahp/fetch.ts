@@ -1,0 +1,138 @@
+/**
+ * The output fetcher (`boinc-gahp blahp fetch`), started detached by status calls when
+ * BOINC reports jobs DONE. One at a time per state directory (`fetch.lock`). For each DONE
+ * job without a final record it runs the GAHP's BOINC_FETCH_OUTPUT
+ * (gahp/commands/fetch-output.ts: outputs staged as hidden temp files and renamed into
+ * place together, remaps applied, the job's stderr appended to Err), makes sure Out exists
+ * (BOINC has no standard output), and only then writes the job's done record: a status
+ * call says 4 only after that. A crash mid-fetch leaves no partial output under a real
+ * name; the next fetcher starts that job again.
+ *
+ * A fetch that fails for a reason other than the transport is tried again on the next
+ * rounds; after MAX_ATTEMPTS such failures the job is held with the reason.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { BoincRpcError } from '../../boinc-rpc/errors.js';
+import { fetchOutputCommand, type FetchOutputRequest } from '../commands/fetch-output.js';
+import { resolveUnder } from '../output/staging.js';
+import type { BlahpContext } from './context.js';
+import { jobName, type ParsedJobName } from './names.js';
+import { doneFile, fetchAttemptsFile, finalRecord, heldFile, jobSpecFile, type FinalRecord, type JobSpec, type StatusSnapshot } from './records.js';
+import { readJson, sleep, tryLock, unlock, writeJsonAtomic } from './state.js';
+
+const MAX_ATTEMPTS = 3;
+const CONCURRENCY = 4;
+/** A fetcher with nothing left to do looks again for this long before it exits. */
+const LINGER_MS = 3000;
+/** A fetcher never runs longer than this; the next status call starts a new one. */
+const MAX_RUN_MS = 30 * 60 * 1000;
+
+/** DONE jobs of the snapshot that have no final record yet. */
+function jobsToFetch(ctx: BlahpContext, skip: Set<string>): ParsedJobName[] {
+  const snap = readJson<StatusSnapshot>(ctx.cfg.paths.statusSnapshot);
+  if (!snap) return [];
+  const out: ParsedJobName[] = [];
+  for (const [batch, jobs] of Object.entries(snap.batches)) {
+    for (const [name, status] of Object.entries(jobs)) {
+      if (status !== 'DONE' || skip.has(name)) continue;
+      const m = /_(\d+)$/.exec(name);
+      if (!m) continue;
+      const job = { jobName: name, batch, n: Number(m[1]) };
+      if (!finalRecord(ctx, job)) out.push(job);
+    }
+  }
+  return out;
+}
+
+export async function runFetcher(ctx: BlahpContext): Promise<number> {
+  if (!tryLock(ctx.cfg.paths.fetchLock)) return 0;
+  const started = Date.now();
+  let fetched = 0;
+  try {
+    // Jobs that failed this run wait for the next run (a later status call).
+    const failed = new Set<string>();
+    let idleSince: number | undefined;
+    while (Date.now() - started < MAX_RUN_MS) {
+      const work = jobsToFetch(ctx, failed);
+      if (work.length === 0) {
+        idleSince ??= Date.now();
+        if (Date.now() - idleSince >= LINGER_MS) break;
+        await sleep(250);
+        continue;
+      }
+      idleSince = undefined;
+      let next = 0;
+      const worker = async () => {
+        while (next < work.length) {
+          const job = work[next++]!;
+          if (await fetchJob(ctx, job)) fetched++;
+          else failed.add(job.jobName);
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(CONCURRENCY, work.length) }, worker));
+    }
+  } finally {
+    unlock(ctx.cfg.paths.fetchLock);
+  }
+  return fetched;
+}
+
+/** Fetches one job's outputs and writes its done record; false when it must be tried again later. */
+export async function fetchJob(ctx: BlahpContext, job: ParsedJobName): Promise<boolean> {
+  const spec = readJson<JobSpec>(jobSpecFile(ctx, job.batch, job.n));
+  if (!spec) {
+    hold(ctx, job, `the job's record is missing from the state directory (${path.join(ctx.cfg.paths.jobs, job.batch)}): its outputs cannot be placed`);
+    return true;
+  }
+  const req: FetchOutputRequest = {
+    jobName: jobName(job.batch, job.n),
+    iwd: spec.iwd,
+    stderrPath: spec.stderr ?? '/dev/null',
+    mode: spec.outputs ? 'SOME' : 'ALL',
+    specs: spec.outputs ?? [],
+  };
+  const t0 = Date.now();
+  try {
+    const tokens = await fetchOutputCommand(await ctx.services()).run(req, ctx.handler(`fetch ${job.jobName}`, ctx.cfg.rpcTimeoutMs * 30));
+    ensureStdout(spec);
+    const rec: FinalRecord = {
+      kind: 'done',
+      at: Date.now(),
+      exitCode: Number(tokens[1] ?? 0),
+      wallClock: Number(tokens[2] ?? 0),
+      cpu: Number(tokens[3] ?? 0),
+    };
+    writeJsonAtomic(doneFile(ctx, job), rec);
+    fs.rmSync(fetchAttemptsFile(ctx, job), { force: true });
+    ctx.log.info(`blahp fetch: ${job.jobName}: outputs in ${spec.iwd} (${Date.now() - t0} ms), exit code ${rec.exitCode}`);
+    return true;
+  } catch (err) {
+    const msg = (err as Error).message;
+    const transport = err instanceof BoincRpcError && err.kind === 'transport';
+    ctx.log.warn(`blahp fetch: ${job.jobName}: ${msg}`);
+    if (transport) return false;
+    const attempts = (readJson<{ attempts: number }>(fetchAttemptsFile(ctx, job))?.attempts ?? 0) + 1;
+    if (attempts >= MAX_ATTEMPTS) {
+      hold(ctx, job, `fetching the outputs of BOINC job ${job.jobName} failed ${attempts} times: ${msg}`);
+      return true;
+    }
+    writeJsonAtomic(fetchAttemptsFile(ctx, job), { attempts, error: msg });
+    return false;
+  }
+}
+
+function hold(ctx: BlahpContext, job: ParsedJobName, reason: string): void {
+  writeJsonAtomic(heldFile(ctx, job), { kind: 'held', at: Date.now(), reason, code: 0 } satisfies FinalRecord);
+}
+
+/** Out exists after the job (empty: a BOINC app has no standard output of its own). */
+function ensureStdout(spec: JobSpec): void {
+  if (!spec.stdout || spec.stdout === '/dev/null' || spec.stdout === spec.stderr) return;
+  const file = resolveUnder(spec.iwd, spec.stdout);
+  try {
+    fs.closeSync(fs.openSync(file, 'a', 0o644));
+  } catch (err) {
+    throw new Error(`cannot create the job's standard output file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}

@@ -1,0 +1,171 @@
+/**
+ * `boinc-gahp blahp <action> ...`: the Node side of the BLAHP scripts (docs/blahp.md).
+ * bin/boinc-gahp hands over here before the CLI's option parsing (blahpd's submit options
+ * such as -V must not meet the CLI's). Output contracts, per action:
+ * - submit: `BLAHP_JOBID_PREFIXboinc/<job>` and exit 0; or a message on stderr and exit 1.
+ * - status: exactly one line per id, `0[...]` or `1<error>`, and exit 0.
+ * - cancel: ` 0 No\ error` (one id; `.<i> 0 No\ error` per id for several) and exit 0; or a
+ *   message on stderr and exit 1.
+ * - hold, resume: BOINC has neither: a message on stderr, exit 1.
+ * - ping: `0 No error` when the project answers, else `1 <reason>`; exit 0.
+ * - install <dir> [--force]: writes the scripts. fetch: the background output fetcher.
+ */
+import { BlahpConfigError, loadConfig } from './config.js';
+import { openContext, type BlahpContext } from './context.js';
+import { errorLine } from './classad.js';
+import { blahpJobId, jobNameFromId } from './names.js';
+import { cancelledFile } from './records.js';
+import { statusLines } from './status.js';
+import { writeJsonAtomic } from './state.js';
+
+const USAGE = 'usage: boinc-gahp blahp <submit|status|cancel|hold|resume|ping|fetch> ... | boinc-gahp blahp install <libexec dir> [--force]';
+
+function write(stream: NodeJS.WriteStream, text: string): Promise<void> {
+  return new Promise((resolve) => {
+    if (text === '') return resolve();
+    stream.write(text, () => resolve());
+  });
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** blahpd's escaping for a result token: spaces (and backslashes) escaped. */
+function escapeToken(text: string): string {
+  return text.replace(/[\r\n]+/g, ' ').replace(/\\/g, '\\\\').replace(/ /g, '\\ ');
+}
+
+export async function blahpMain(args: readonly string[]): Promise<number> {
+  const [action, ...rest] = args;
+  switch (action) {
+    case 'install':
+      return installAction(rest);
+    case 'submit':
+      return submitAction(rest);
+    case 'status':
+      return statusAction(rest);
+    case 'cancel':
+      return cancelAction(rest);
+    case 'hold':
+    case 'resume':
+      await write(process.stderr, `boinc_${action}.sh: BOINC cannot ${action} a job (it has no such operation); remove the job instead\n`);
+      return 1;
+    case 'ping':
+      return pingAction();
+    case 'fetch':
+      return fetchAction();
+    default:
+      await write(process.stderr, `${USAGE}\n`);
+      return 2;
+  }
+}
+
+async function withContext<T>(fn: (ctx: BlahpContext) => Promise<T>, needProject = true): Promise<T> {
+  const ctx = openContext(loadConfig(process.env, needProject));
+  try {
+    return await fn(ctx);
+  } finally {
+    await ctx.close();
+  }
+}
+
+async function installAction(rest: string[]): Promise<number> {
+  const force = rest.includes('--force');
+  const dirs = rest.filter((a) => a !== '--force');
+  if (dirs.length !== 1) {
+    await write(process.stderr, `${USAGE}\n`);
+    return 2;
+  }
+  try {
+    const { install } = await import('./install.js');
+    const { written } = install(dirs[0]!, { force });
+    await write(process.stdout, written.map((f) => `wrote ${f}\n`).join(''));
+    return 0;
+  } catch (err) {
+    await write(process.stderr, `boinc-gahp blahp install: ${message(err)}\n`);
+    return 1;
+  }
+}
+
+async function submitAction(rest: string[]): Promise<number> {
+  try {
+    const { submitJob } = await import('./submit.js');
+    const name = await withContext((ctx) => submitJob(ctx, rest, (line) => process.stderr.write(`${line}\n`)));
+    await write(process.stdout, `BLAHP_JOBID_PREFIX${blahpJobId(name)}\n`);
+    return 0;
+  } catch (err) {
+    await write(process.stderr, `boinc_submit.sh: ${message(err)}\n`);
+    return err instanceof BlahpConfigError ? 2 : 1;
+  }
+}
+
+async function statusAction(rest: string[]): Promise<number> {
+  const ids = rest.filter((a) => a !== '-w' && a !== '-n' && a !== '--');
+  let lines: string[];
+  try {
+    lines = await withContext((ctx) => statusLines(ctx, ids));
+  } catch (err) {
+    lines = ids.map(() => errorLine(message(err)));
+  }
+  await write(process.stdout, lines.map((l) => `${l}\n`).join(''));
+  return 0;
+}
+
+async function cancelAction(rest: string[]): Promise<number> {
+  if (rest.length === 0) {
+    await write(process.stderr, 'boinc_cancel.sh: no job id given\n');
+    return 1;
+  }
+  let out = '';
+  let failed: string | undefined;
+  try {
+    const { abortJobsCommand } = await import('../commands/abort-jobs.js');
+    await withContext(async (ctx) => {
+      for (let i = 0; i < rest.length; i++) {
+        const prefix = rest.length === 1 ? '' : `.${i}`;
+        const job = jobNameFromId(rest[i]!);
+        try {
+          if (!job) throw new Error(`malformed BOINC job id ${rest[i]}`);
+          await abortJobsCommand(await ctx.services()).run({ jobNames: [job.jobName] }, ctx.handler(`cancel ${job.jobName}`, 25_000));
+          writeJsonAtomic(cancelledFile(ctx, job), { kind: 'cancelled', at: Date.now() });
+          out += `${prefix} 0 No\\ error\n`;
+        } catch (err) {
+          if (rest.length === 1) throw err;
+          out += `${prefix} 1 ${escapeToken(message(err))}\n`;
+        }
+      }
+    });
+  } catch (err) {
+    failed = message(err);
+  }
+  if (failed !== undefined) {
+    await write(process.stderr, `boinc_cancel.sh: ${failed}\n`);
+    return 1;
+  }
+  await write(process.stdout, out);
+  return 0;
+}
+
+async function pingAction(): Promise<number> {
+  let line: string;
+  try {
+    const { pingCommand } = await import('../commands/ping.js');
+    await withContext(async (ctx) => pingCommand(await ctx.services()).run({}, ctx.handler('ping', 25_000)));
+    line = '0 No error';
+  } catch (err) {
+    line = `1 ${message(err).replace(/[\r\n]+/g, ' ')}`;
+  }
+  await write(process.stdout, `${line}\n`);
+  return 0;
+}
+
+async function fetchAction(): Promise<number> {
+  try {
+    const { runFetcher } = await import('./fetch.js');
+    await withContext((ctx) => runFetcher(ctx));
+    return 0;
+  } catch {
+    return 1;
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * A job's final state, kept beside its spec (`jobs/<batch>/<n>.<kind>.json`) once known:
+ * done (outputs in place: exit code and times), cancelled (boinc_cancel.sh succeeded),
+ * held (BOINC gave up on it, or its outputs could not be fetched). Written whole and
+ * renamed into place; a done record only after the outputs are in place.
+ */
+import { spawn } from 'node:child_process';
+import * as path from 'node:path';
+import type { BlahpContext } from './context.js';
+import type { ParsedJobName } from './names.js';
+import { lockHeld, readJson } from './state.js';
+import type { OutputSpec } from './submit-args.js';
+
+/** What the job needs later (status, outputs), kept since blahpd deletes its list files. */
+export interface JobSpec {
+  v: 1;
+  key: string;
+  app: string;
+  group: string;
+  projectUrl: string;
+  iwd: string;
+  cmd: string;
+  args: string[];
+  inputs: Array<{ src: string; dst: string }>;
+  /** The -O/-R outputs; null: every output of the app (no -O list). */
+  outputs: OutputSpec[] | null;
+  /** Out and Err as blahpd gave them (relative to iwd unless absolute); absent: none. */
+  stdout?: string;
+  stderr?: string;
+  memoryMb?: number;
+  createdAt: number;
+}
+
+export type BatchState = 'claimed' | 'submitted' | 'failed' | 'retired';
+
+export interface BatchRecord {
+  v: 1;
+  batch: string;
+  app: string;
+  group: string;
+  projectUrl: string;
+  /** Submit keys in job order: job n is keys[n]. */
+  keys: string[];
+  state: BatchState;
+  error?: string;
+  memoryMb?: number;
+  createdAt: number;
+  submittedAt?: number;
+  leaseExpiresAt?: number;
+}
+
+export interface Claim {
+  batch: string;
+  n: number;
+}
+
+export function batchFile(ctx: BlahpContext, batch: string): string {
+  return path.join(ctx.cfg.paths.batches, `${batch}.json`);
+}
+
+export function jobSpecFile(ctx: BlahpContext, batch: string, n: number): string {
+  return path.join(ctx.cfg.paths.jobs, batch, `${n}.json`);
+}
+
+export interface StatusSnapshot {
+  v: 1;
+  projectUrl: string;
+  /** When the query was answered (ms). */
+  fetchedAt: number;
+  serverTime: string;
+  /** batch -> job name -> BOINC status word (NOT_STARTED, IN_PROGRESS, DONE, ERROR). */
+  batches: Record<string, Record<string, string>>;
+  /** Batches the server said it does not have. */
+  gone: string[];
+  /** The last refresh attempt failed at this time (ms), with this error: not retried for a while. */
+  failedAt?: number;
+  error?: string;
+}
+
+export type FinalRecord =
+  | { kind: 'done'; at: number; exitCode: number; wallClock: number; cpu: number }
+  | { kind: 'cancelled'; at: number }
+  | { kind: 'held'; at: number; reason: string; code: number };
+
+function recordFile(ctx: BlahpContext, job: ParsedJobName, kind: string): string {
+  return path.join(ctx.cfg.paths.jobs, job.batch, `${job.n}.${kind}.json`);
+}
+
+export const doneFile = (ctx: BlahpContext, job: ParsedJobName) => recordFile(ctx, job, 'done');
+export const cancelledFile = (ctx: BlahpContext, job: ParsedJobName) => recordFile(ctx, job, 'cancelled');
+export const heldFile = (ctx: BlahpContext, job: ParsedJobName) => recordFile(ctx, job, 'held');
+/** Failed fetch attempts (not final). */
+export const fetchAttemptsFile = (ctx: BlahpContext, job: ParsedJobName) => recordFile(ctx, job, 'fetch');
+
+/** The job's final record, if any (a cancel wins over what the server said after it). */
+export function finalRecord(ctx: BlahpContext, job: ParsedJobName): FinalRecord | undefined {
+  return readJson<FinalRecord>(cancelledFile(ctx, job)) ?? readJson<FinalRecord>(doneFile(ctx, job)) ?? readJson<FinalRecord>(heldFile(ctx, job));
+}
+
+/** A job BOINC gave up on: held, with the reason. */
+export function erroredRecord(job: ParsedJobName): FinalRecord {
+  return {
+    kind: 'held',
+    at: Date.now(),
+    reason: `BOINC gave up on job ${job.jobName}: its instances failed (or it was aborted on the server); BOINC reports no exit code or output for such a job`,
+    code: 0,
+  };
+}
+
+/**
+ * Starts the output fetcher (`boinc-gahp blahp fetch`) unless one runs: a detached process
+ * in its own session, stdin, stdout and stderr on /dev/null (blahpd waits for EOF on the
+ * script's pipes, so nothing of ours may keep them open).
+ */
+export function ensureFetcher(ctx: BlahpContext): void {
+  if (lockHeld(ctx.cfg.paths.fetchLock)) return;
+  const entry = process.argv[1];
+  if (!entry) return;
+  try {
+    const child = spawn(process.execPath, [entry, 'blahp', 'fetch'], { detached: true, stdio: 'ignore', env: process.env, cwd: '/' });
+    child.on('error', (err) => ctx.log.error(`blahp: could not start the output fetcher: ${err.message}`));
+    child.unref();
+    ctx.log.debug(`blahp: started the output fetcher (pid ${child.pid})`);
+  } catch (err) {
+    ctx.log.error(`blahp: could not start the output fetcher: ${(err as Error).message}`);
+  }
+}

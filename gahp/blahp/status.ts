@@ -1,0 +1,135 @@
+/**
+ * `boinc_status.sh [-w] [-n] boinc/<job>...`: one line per job (docs/blahp.md, "Status").
+ *
+ * blahpd asks per job, so the answer comes from a snapshot shared by every status call:
+ * `status.json` holds what ONE BOINC_QUERY_BATCHES (query_batch2 over every live batch)
+ * said. A call uses it while it is younger than the configured age; otherwise the first
+ * call to take `status.lock` refreshes it (and does the periodic chores: renews leases,
+ * retires batches whose jobs are all finished, starts the output fetcher) while the others
+ * wait for the new snapshot. Nothing here takes long: RPCs get a short timeout, waiting
+ * for another process's refresh is bounded, and an unreachable server means an answer from
+ * the last snapshot. Final states are kept per job (`jobs/<batch>/<n>.done.json` and
+ * friends) and answer without any snapshot.
+ *
+ * States: UNSENT 1; IN_PROGRESS 2; DONE 2 until the outputs are in place, then 4 with the
+ * exit code and times; cancelled through boinc_cancel.sh 3; ERROR (BOINC gave up: all
+ * instances failed, or the job was aborted on the server) 5 with the reason.
+ */
+import type { BlahpContext } from './context.js';
+import { errorLine, statusLine, type AdValue } from './classad.js';
+import { jobNameFromId, type ParsedJobName } from './names.js';
+import { readJson, sleep, tryLock, unlock, writeJsonAtomic } from './state.js';
+import { ensureFetcher, erroredRecord, finalRecord, heldFile, type FinalRecord, type StatusSnapshot } from './records.js';
+
+/** After a failed refresh, calls answer from the old snapshot this long before trying again. */
+const RETRY_AFTER_FAILURE_MS = 5000;
+/** Longest wait for another process's refresh. */
+const WAIT_FOR_REFRESH_MS = 15_000;
+/** How long a status call waits for a DONE job's outputs before answering "running". */
+const WAIT_FOR_FETCH_MS = 2000;
+
+/** The status lines for the given ids, in order (each without its newline). */
+export async function statusLines(ctx: BlahpContext, ids: readonly string[]): Promise<string[]> {
+  const lines: string[] = [];
+  for (const id of ids) {
+    try {
+      lines.push(await statusOf(ctx, id));
+    } catch (err) {
+      lines.push(errorLine(`status of ${id} failed: ${(err as Error).message}`));
+    }
+  }
+  return lines;
+}
+
+async function statusOf(ctx: BlahpContext, id: string): Promise<string> {
+  const job = jobNameFromId(id);
+  if (!job) return errorLine(`malformed BOINC job id ${id}`);
+  const fin = finalRecord(ctx, job);
+  if (fin) return finalLine(job, fin);
+
+  const snap = await snapshotFor(ctx, job.batch);
+  if (!snap) return errorLine(`no status of ${job.jobName} yet: the BOINC server could not be asked`);
+  if (snap.gone.includes(job.batch)) {
+    const rec: FinalRecord = { kind: 'held', at: Date.now(), reason: `the BOINC server no longer has batch ${job.batch} (its lease ran out, or it was retired or deleted)`, code: 0 };
+    writeJsonAtomic(heldFile(ctx, job), rec);
+    return finalLine(job, rec);
+  }
+  const jobs = snap.batches[job.batch];
+  const status = jobs?.[job.jobName];
+  // Not covered: the server could not be asked (the snapshot says why) in time.
+  if (jobs === undefined) return errorLine(`no status of ${job.jobName} now: ${snap.error ?? 'the BOINC server was not asked in time'}`);
+  if (status === undefined) return errorLine(`job ${job.jobName} is not in BOINC batch ${job.batch}`);
+  switch (status) {
+    case 'NOT_STARTED':
+    case 'UNSENT':
+      return statusLine(job.jobName, 1);
+    case 'IN_PROGRESS':
+      return statusLine(job.jobName, 2);
+    case 'DONE': {
+      // Outputs first: 4 only once they are in place.
+      ensureFetcher(ctx);
+      const deadline = Date.now() + WAIT_FOR_FETCH_MS;
+      for (;;) {
+        const f = finalRecord(ctx, job);
+        if (f) return finalLine(job, f);
+        if (Date.now() >= deadline) return statusLine(job.jobName, 2);
+        await sleep(100);
+      }
+    }
+    case 'ERROR': {
+      const rec = erroredRecord(job);
+      writeJsonAtomic(heldFile(ctx, job), rec);
+      return finalLine(job, rec);
+    }
+    default:
+      return errorLine(`job ${job.jobName} has BOINC status ${status}, unknown here`);
+  }
+}
+
+export function finalLine(job: ParsedJobName, rec: FinalRecord): string {
+  switch (rec.kind) {
+    case 'done': {
+      const extra: Array<[string, AdValue]> = [['ExitCode', rec.exitCode], ['RemoteWallClockTime', rec.wallClock], ['RemoteUserCpu', rec.cpu]];
+      return statusLine(job.jobName, 4, extra);
+    }
+    case 'cancelled':
+      return statusLine(job.jobName, 3);
+    case 'held':
+      return statusLine(job.jobName, 5, [['HoldReason', rec.reason], ['HoldReasonCode', rec.code], ['HoldReasonSubCode', 0]]);
+  }
+}
+
+function readSnapshot(ctx: BlahpContext): StatusSnapshot | undefined {
+  const s = readJson<StatusSnapshot>(ctx.cfg.paths.statusSnapshot);
+  return s && s.v === 1 && s.projectUrl === ctx.cfg.projectUrl ? s : undefined;
+}
+
+function usable(ctx: BlahpContext, s: StatusSnapshot | undefined, batch: string): boolean {
+  if (!s) return false;
+  const covers = s.batches[batch] !== undefined || s.gone.includes(batch);
+  if (s.failedAt !== undefined && Date.now() - s.failedAt < RETRY_AFTER_FAILURE_MS) return true;
+  return covers && Date.now() - s.fetchedAt < ctx.cfg.statusMaxAgeMs;
+}
+
+/** A snapshot that covers the batch: the shared one if fresh, else refreshed (by us or another call). */
+async function snapshotFor(ctx: BlahpContext, batch: string): Promise<StatusSnapshot | undefined> {
+  const deadline = Date.now() + WAIT_FOR_REFRESH_MS;
+  for (;;) {
+    const snap = readSnapshot(ctx);
+    if (usable(ctx, snap, batch)) return snap;
+    if (tryLock(ctx.cfg.paths.statusLock)) {
+      try {
+        // Someone may have refreshed between our read and our lock.
+        const again = readSnapshot(ctx);
+        if (usable(ctx, again, batch)) return again;
+        const { refresh } = await import('./refresh.js');
+        return await refresh(ctx, again, batch);
+      } finally {
+        unlock(ctx.cfg.paths.statusLock);
+      }
+    }
+    if (Date.now() >= deadline) return snap;
+    await sleep(100);
+  }
+}
+

@@ -1,0 +1,255 @@
+/**
+ * `boinc_submit.sh`: one HTCondor job per call, as blahpd submits (docs/blahp.md, "Submit").
+ *
+ * 1. Everything one job can be checked for alone is checked first, and a failure changes
+ *    nothing: the options, the app (from -q, else the basename of Cmd), its arguments
+ *    (gahp/staging/validate.ts: what BOINC's create_work can carry), its input files (exist,
+ *    readable), their number against the app's input template and the -O names against its
+ *    output template (templates cached for a few minutes in the state directory).
+ * 2. The job spec is written to `pending/<group>/<key>.json` (group = app and memory bound).
+ * 3. Group commit: whoever holds `pending/<group>.lock` is the group's leader. It waits the
+ *    gather window, takes every pending spec of the group into a new batch, and runs the
+ *    GAHP's BOINC_SUBMIT (gahp/commands/submit.ts: content-addressed staging, repeat-safe)
+ *    for all of them at once. Calls arriving meanwhile wait and form the next batch, so
+ *    jobs that blahpd submits together share a batch and its round trips, and a lone job
+ *    pays only the window.
+ * 4. Crash safety: the leader records the batch (`batches/<batch>.json`, state claimed)
+ *    and each job's place in it (`claims/<key>`) before moving the specs, and the batch
+ *    name in `pending/<group>.inflight` until it is settled. A leader that dies leaves its
+ *    lock to be taken over; the next leader first settles the in-flight batch by running
+ *    the same BOINC_SUBMIT again, which finds what reached the server and completes it.
+ * A waiting call writes a progress line to stderr every 10 s (blahpd kills a script that
+ * stays silent for 30 s).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { AppTemplates } from '../../boinc-rpc/types.js';
+import type { SubmitJobSpec, SubmitRequest } from '../staging/parse.js';
+import { argumentProblem, checkInputFiles, orderInputs, SubmitCheckError } from '../staging/validate.js';
+import { submitCommand } from '../commands/submit.js';
+import type { BlahpContext } from './context.js';
+import { appProblem, jobName, newBatchName, newSubmitKey } from './names.js';
+import { ensureDir, exists, readJson, sleep, tryLock, unlock, writeJsonAtomic } from './state.js';
+import { batchFile, jobSpecFile, type BatchRecord, type Claim, type JobSpec } from './records.js';
+import { BlahpUsageError, inputPaths, outputSpecs, parseSubmitArgv, readListFile, show } from './submit-args.js';
+
+/** Template answers are reused this long (an app's templates rarely change). */
+const TEMPLATE_TTL_MS = 5 * 60 * 1000;
+const KEEPALIVE_MS = 10_000;
+const POLL_MS = 100;
+
+/** Parses and checks one submit call's job; throws BlahpUsageError/SubmitCheckError naming the problem. */
+export async function prepareJob(ctx: BlahpContext, argv: readonly string[]): Promise<JobSpec> {
+  const { values, args } = parseSubmitArgv(argv);
+  const cmd = values.get('c');
+  if (!cmd) throw new BlahpUsageError('the submit command has no -c <Cmd>');
+  const iwd = values.get('w');
+  if (!iwd) throw new BlahpUsageError('the submit command has no -w <Iwd>');
+  if (!path.isAbsolute(iwd)) throw new BlahpUsageError(`the job's working directory ${show(iwd)} is not an absolute path`);
+  const queue = values.get('q')?.trim();
+  const app = queue ? queue : path.basename(cmd);
+  const ap = appProblem(app);
+  if (ap) throw new SubmitCheckError(ap);
+  for (const letter of ['V', 'v']) {
+    const env = values.get(letter);
+    if (env !== undefined && env.trim() !== '') {
+      throw new SubmitCheckError('the job sets environment variables, which a BOINC job cannot be given (remove environment/getenv from the job)');
+    }
+  }
+  const stdin = values.get('i');
+  if (stdin !== undefined && stdin !== '' && stdin !== '/dev/null') {
+    throw new SubmitCheckError(`the job reads standard input from ${show(stdin)}, which a BOINC app cannot be given (pass it as an input file instead)`);
+  }
+  args.forEach((a, k) => {
+    const p = argumentProblem(a);
+    if (p) throw new SubmitCheckError(`argument ${k + 1} ${show(a)} ${p}`);
+  });
+  let memoryMb: number | undefined;
+  const mem = values.get('m');
+  if (mem !== undefined && mem !== '') {
+    memoryMb = Number(mem);
+    if (!Number.isInteger(memoryMb) || memoryMb < 0) throw new BlahpUsageError(`-m (memory in MB) must be a non-negative integer, got ${show(mem)}`);
+    if (memoryMb === 0) memoryMb = undefined;
+  }
+
+  const inputList = values.get('I');
+  const paths = inputList ? inputPaths(readListFile(inputList, 'input file'), iwd) : [];
+  const outList = values.get('O');
+  const remapList = values.get('R');
+  const outputs = outList ? outputSpecs(readListFile(outList, 'output file'), remapList ? readListFile(remapList, 'output remap') : undefined) : null;
+  const inputs = paths.map((src) => ({ src, dst: path.basename(src) }));
+  await checkInputFiles(paths);
+
+  const templates = await appTemplates(ctx, app);
+  orderInputs([{ name: 'job', args, inputs }], templates.inputOpenNames);
+  const outs = templates.outputOpenNames;
+  const zipped = outs.length === 1 && outs[0]!.toLowerCase().endsWith('.zip');
+  if (outputs && !zipped) {
+    for (const o of outputs) {
+      if (!outs.includes(o.src)) throw new SubmitCheckError(`output file ${show(o.src)} is not an output of BOINC app ${app} (its outputs: ${outs.join(', ') || 'none'})`);
+    }
+  }
+
+  const key = newSubmitKey();
+  const spec: JobSpec = {
+    v: 1,
+    key,
+    app,
+    group: memoryMb ? `${app}.m${memoryMb}` : app,
+    projectUrl: ctx.cfg.projectUrl,
+    iwd,
+    cmd,
+    args,
+    inputs,
+    outputs,
+    createdAt: Date.now(),
+  };
+  const out = values.get('o');
+  const err = values.get('e');
+  if (out) spec.stdout = out;
+  if (err) spec.stderr = err;
+  if (memoryMb) spec.memoryMb = memoryMb;
+  return spec;
+}
+
+/** The app's templates: from the cache when recent, else get_templates (an unknown app fails here). */
+async function appTemplates(ctx: BlahpContext, app: string): Promise<AppTemplates> {
+  const file = path.join(ctx.cfg.paths.templates, `${app}.json`);
+  const cached = readJson<AppTemplates & { at: number; projectUrl: string }>(file);
+  if (cached && cached.projectUrl === ctx.cfg.projectUrl && Date.now() - cached.at < TEMPLATE_TTL_MS) return cached;
+  const { rpc } = (await ctx.services()).session.rpc();
+  let t: AppTemplates;
+  try {
+    t = await rpc.getTemplates({ appName: app, signal: ctx.handler('templates', ctx.cfg.rpcTimeoutMs * 2).signal });
+  } catch (err) {
+    throw new SubmitCheckError(`BOINC app ${app}: get_templates failed: ${(err as Error).message}`);
+  }
+  writeJsonAtomic(file, { ...t, at: Date.now(), projectUrl: ctx.cfg.projectUrl });
+  return t;
+}
+
+/** Submits one job (the whole blahpd submit call); returns its BOINC job name. */
+export async function submitJob(ctx: BlahpContext, argv: readonly string[], progress: (line: string) => void): Promise<string> {
+  const spec = await prepareJob(ctx, argv);
+  const { paths } = ctx.cfg;
+  ensureDir(path.join(paths.pending, spec.group));
+  ensureDir(paths.claims);
+  ensureDir(paths.batches);
+  writeJsonAtomic(pendingFile(ctx, spec.group, spec.key), spec);
+  ctx.log.info(`blahp submit ${spec.key}: app ${spec.app}, ${spec.inputs.length} inputs, queued in group ${spec.group}`);
+  const started = Date.now();
+  const timer = setInterval(() => progress(`boinc_submit: still submitting (${Math.round((Date.now() - started) / 1000)} s)`), KEEPALIVE_MS);
+  try {
+    return await waitForBatch(ctx, spec);
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+function pendingFile(ctx: BlahpContext, group: string, key: string): string {
+  return path.join(ctx.cfg.paths.pending, group, `${key}.json`);
+}
+
+async function waitForBatch(ctx: BlahpContext, spec: JobSpec): Promise<string> {
+  const lock = path.join(ctx.cfg.paths.pending, `${spec.group}.lock`);
+  for (;;) {
+    const claim = readJson<Claim>(path.join(ctx.cfg.paths.claims, spec.key));
+    if (claim) {
+      const rec = readJson<BatchRecord>(batchFile(ctx, claim.batch));
+      if (rec?.state === 'submitted' || rec?.state === 'retired') return jobName(claim.batch, claim.n);
+      if (rec?.state === 'failed') throw new Error(rec.error ?? 'the batch submission failed');
+    }
+    if (tryLock(lock)) {
+      try {
+        await leadGroup(ctx, spec.group, spec.app);
+      } finally {
+        unlock(lock);
+      }
+      const c = readJson<Claim>(path.join(ctx.cfg.paths.claims, spec.key));
+      if (!c && !exists(pendingFile(ctx, spec.group, spec.key))) throw new Error('the job vanished from the submit queue (state directory changed meanwhile?)');
+      continue;
+    }
+    await sleep(POLL_MS);
+  }
+}
+
+/** The leader's work: settle a batch a dead leader left, then submit what is pending. */
+async function leadGroup(ctx: BlahpContext, group: string, app: string): Promise<void> {
+  const { paths, cfg } = { paths: ctx.cfg.paths, cfg: ctx.cfg };
+  const inflightFile = path.join(paths.pending, `${group}.inflight`);
+  const inflight = readJson<{ batch: string }>(inflightFile);
+  if (inflight) {
+    ctx.log.warn(`blahp submit: settling batch ${inflight.batch} left by an earlier leader of group ${group}`);
+    await submitClaimed(ctx, inflight.batch);
+    fs.rmSync(inflightFile, { force: true });
+  }
+  const dir = path.join(paths.pending, group);
+  if (pendingKeys(dir).length === 0) return;
+  if (cfg.gatherMs > 0) await sleep(cfg.gatherMs);
+  const keys = pendingKeys(dir).slice(0, cfg.maxBatchJobs);
+  if (keys.length === 0) return;
+  const first = readJson<JobSpec>(path.join(dir, `${keys[0]}.json`));
+  const batch = newBatchName(first?.app ?? app);
+  const rec: BatchRecord = {
+    v: 1, batch, app: first?.app ?? app, group, projectUrl: cfg.projectUrl, keys, state: 'claimed', createdAt: Date.now(),
+    ...(first?.memoryMb ? { memoryMb: first.memoryMb } : {}),
+  };
+  writeJsonAtomic(batchFile(ctx, batch), rec);
+  writeJsonAtomic(inflightFile, { batch });
+  await submitClaimed(ctx, batch);
+  fs.rmSync(inflightFile, { force: true });
+}
+
+function pendingKeys(dir: string): string[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+  return names.filter((n) => n.endsWith('.json') && !n.startsWith('.')).map((n) => n.slice(0, -5)).sort();
+}
+
+/** Moves a claimed batch's specs into place (idempotent) and runs BOINC_SUBMIT for it. */
+async function submitClaimed(ctx: BlahpContext, batch: string): Promise<void> {
+  const file = batchFile(ctx, batch);
+  const rec = readJson<BatchRecord>(file);
+  if (!rec || rec.state !== 'claimed') return;
+  const jobsDir = path.join(ctx.cfg.paths.jobs, batch);
+  ensureDir(jobsDir);
+  const jobs: SubmitJobSpec[] = [];
+  rec.keys.forEach((key, n) => {
+    writeJsonAtomic(path.join(ctx.cfg.paths.claims, key), { batch, n } satisfies Claim);
+    const pending = pendingFile(ctx, rec.group, key);
+    const dest = jobSpecFile(ctx, batch, n);
+    if (exists(pending)) fs.renameSync(pending, dest);
+    const spec = readJson<JobSpec>(dest);
+    if (!spec) {
+      ctx.log.warn(`blahp submit: job ${key} of batch ${batch} has no spec any more; left out`);
+      return;
+    }
+    jobs.push({ name: jobName(batch, n), args: spec.args, inputs: spec.inputs });
+  });
+  if (jobs.length === 0) {
+    writeJsonAtomic(file, { ...rec, state: 'failed', error: 'no job left to submit' } satisfies BatchRecord);
+    return;
+  }
+  const req: SubmitRequest = {
+    batchName: batch,
+    appName: rec.app,
+    jobs,
+    jobParams: rec.memoryMb ? { rscMemoryBound: rec.memoryMb * 1024 * 1024 } : {},
+  };
+  const t0 = Date.now();
+  try {
+    await submitCommand(await ctx.services()).run(req, ctx.handler(`submit ${batch}`));
+    const now = Date.now();
+    writeJsonAtomic(file, { ...rec, state: 'submitted', submittedAt: now, leaseExpiresAt: Math.floor(now / 1000) + ctx.cfg.leaseSeconds } satisfies BatchRecord);
+    ctx.log.info(`blahp submit: batch ${batch}: ${jobs.length} jobs submitted in ${now - t0} ms`);
+  } catch (err) {
+    const msg = err instanceof Error ? err.message : String(err);
+    writeJsonAtomic(file, { ...rec, state: 'failed', error: `BOINC_SUBMIT of batch ${batch} (${jobs.length} jobs) failed: ${msg}` } satisfies BatchRecord);
+    ctx.log.error(`blahp submit: batch ${batch} failed: ${msg}`);
+  }
+}
+

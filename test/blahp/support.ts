@@ -1,0 +1,85 @@
+/**
+ * Set-up for the BLAHP tests: the test BOINC server in this process, the scripts installed
+ * by the real `boinc-gahp blahp install` into a scratch libexec directory beside a
+ * blah_load_config.sh that sources a blah.config (as blahp's loader does), and blahpd
+ * emulated by test/support/blahpd.ts (command strings split like wordexp, own session,
+ * stdin an unread pipe, list files deleted on return, the 30 s silence limit).
+ */
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { startTestServer, type ExtendedTestBoincServer, type ExtendedTestServerOptions } from '../../fixtures/test-server/index.js';
+import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
+import { Blahpd } from '../support/blahpd.js';
+
+export interface BlahpEnv {
+  server: ExtendedTestBoincServer;
+  blahpd: Blahpd;
+  dir: string;
+  libexec: string;
+  stateDir: string;
+  /** blahpd's environment: no BOINC_* variables, BLAHPD_CONFIG_LOCATION set. */
+  env: NodeJS.ProcessEnv;
+  /** Rewrites blah.config: the defaults, then these lines. */
+  config(extra?: Record<string, string>): void;
+  close(): Promise<void>;
+}
+
+export async function startBlahpEnv(serverOpts: ExtendedTestServerOptions = {}, extra: Record<string, string> = {}): Promise<BlahpEnv> {
+  const server = await startTestServer(serverOpts);
+  const dir = makeTempDir('boinc-blahp-');
+  const libexec = path.join(dir, 'libexec');
+  const stateDir = path.join(dir, 'state');
+  const tmp = path.join(dir, 'tmp');
+  fs.mkdirSync(libexec);
+  fs.mkdirSync(tmp);
+  const inst = spawnSync(process.execPath, [GAHP_BIN, 'blahp', 'install', libexec], { encoding: 'utf8' });
+  if (inst.status !== 0) throw new Error(`install failed: ${inst.stderr}`);
+  // What blahp's loader does, reduced to what matters here: source the config file.
+  fs.writeFileSync(path.join(libexec, 'blah_load_config.sh'), '. "$BLAHPD_CONFIG_LOCATION"\n');
+  const authFile = path.join(dir, 'auth');
+  fs.writeFileSync(authFile, `${server.authenticator}\n`, { mode: 0o600 });
+  const configFile = path.join(dir, 'blah.config');
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('BOINC_')) env[k] = v;
+  env.BLAHPD_CONFIG_LOCATION = configFile;
+  const config = (more: Record<string, string> = {}) => {
+    const all: Record<string, string> = {
+      boinc_project_url: server.url,
+      boinc_authenticator_file: authFile,
+      boinc_state_dir: stateDir,
+      boinc_log: path.join(dir, 'blahp.log'),
+      boinc_log_level: 'debug',
+      boinc_status_max_age: '0',
+      boinc_submit_gather_ms: '300',
+      ...extra,
+      ...more,
+    };
+    fs.writeFileSync(configFile, Object.entries(all).map(([k, v]) => `${k}="${v}"\n`).join(''));
+  };
+  config();
+  const blahpd = new Blahpd({ libexecDir: libexec, tmpDir: tmp, cwd: dir, env, resultsCacheFile: path.join(dir, 'no-blahpd-cache') });
+  return {
+    server,
+    blahpd,
+    dir,
+    libexec,
+    stateDir,
+    env,
+    config,
+    async close() {
+      await server.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A job directory holding an input file `in`. */
+export function jobDir(env: BlahpEnv, name: string, input: string): string {
+  const iwd = path.join(env.dir, name);
+  fs.mkdirSync(iwd, { recursive: true });
+  fs.writeFileSync(path.join(iwd, 'in'), input);
+  return iwd;
+}
+
+export const nameOf = (id: string): string => id.slice('boinc/'.length);
