@@ -1,12 +1,13 @@
 /**
- * The output fetcher (`boinc-gahp blahp fetch`), started detached by status calls when
- * BOINC reports jobs DONE. One at a time per state directory (`fetch.lock`). For each DONE
+ * The background worker (`boinc-gahp blahp fetch`), started detached by status calls when
+ * BOINC reports jobs DONE, or when leases are due or batches finished: it fetches outputs,
+ * then renews leases and retires finished batches (RPCs no status call should wait for). One at a time per state directory (`fetch.lock`). For each DONE
  * job without a final record it runs the GAHP's BOINC_FETCH_OUTPUT
  * (gahp/commands/fetch-output.ts: outputs staged as hidden temp files and renamed into
  * place together, remaps applied, the job's stderr appended to Err), makes sure Out exists
  * (BOINC has no standard output), and only then writes the job's done record: a status
  * call says 4 only after that. A crash mid-fetch leaves no partial output under a real
- * name; the next fetcher starts that job again.
+ * name; the next worker starts that job again.
  *
  * A fetch that fails for a reason other than the transport is tried again on the next
  * rounds; after MAX_ATTEMPTS such failures the job is held with the reason.
@@ -15,17 +16,22 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { fetchOutputCommand, type FetchOutputRequest } from '../commands/fetch-output.js';
+import { retireBatchCommand } from '../commands/retire-batch.js';
+import { setLeaseCommand } from '../commands/set-lease.js';
 import { resolveUnder } from '../output/staging.js';
 import type { BlahpContext } from './context.js';
 import { jobName, type ParsedJobName } from './names.js';
-import { doneFile, fetchAttemptsFile, finalRecord, heldFile, jobSpecFile, type FinalRecord, type JobSpec, type StatusSnapshot } from './records.js';
+import {
+  batchFile, batchFinished, doneFile, fetchAttemptsFile, finalRecord, heldFile, jobSpecFile, leaseDue, liveBatches,
+  type BatchRecord, type FinalRecord, type JobSpec, type StatusSnapshot,
+} from './records.js';
 import { readJson, sleep, tryLock, unlock, writeJsonAtomic } from './state.js';
 
 const MAX_ATTEMPTS = 3;
 const CONCURRENCY = 4;
-/** A fetcher with nothing left to do looks again for this long before it exits. */
+/** A worker with nothing left to do looks again for this long before it exits. */
 const LINGER_MS = 3000;
-/** A fetcher never runs longer than this; the next status call starts a new one. */
+/** A worker never runs longer than this; the next status call starts a new one. */
 const MAX_RUN_MS = 30 * 60 * 1000;
 
 /** DONE jobs of the snapshot that have no final record yet. */
@@ -72,10 +78,36 @@ export async function runFetcher(ctx: BlahpContext): Promise<number> {
       };
       await Promise.all(Array.from({ length: Math.min(CONCURRENCY, work.length) }, worker));
     }
+    await batchChores(ctx);
   } finally {
     unlock(ctx.cfg.paths.fetchLock);
   }
   return fetched;
+}
+
+/** Renews the leases that are due and retires the batches whose jobs are all finished. */
+async function batchChores(ctx: BlahpContext): Promise<void> {
+  const services = await ctx.services();
+  const nowS = Math.floor(Date.now() / 1000);
+  for (const rec of liveBatches(ctx)) {
+    if (batchFinished(ctx, rec)) {
+      try {
+        await retireBatchCommand(services).run({ batchName: rec.batch }, ctx.handler('retire', ctx.cfg.rpcTimeoutMs * 3));
+        writeJsonAtomic(batchFile(ctx, rec.batch), { ...rec, state: 'retired' } satisfies BatchRecord);
+        ctx.log.info(`blahp: retired batch ${rec.batch}: every job finished`);
+      } catch (err) {
+        ctx.log.warn(`blahp: retiring ${rec.batch} failed: ${(err as Error).message}`);
+      }
+    } else if (leaseDue(ctx, rec, nowS)) {
+      const until = nowS + ctx.cfg.leaseSeconds;
+      try {
+        await setLeaseCommand(services).run({ batchName: rec.batch, expireTime: until }, ctx.handler('lease', ctx.cfg.rpcTimeoutMs * 3));
+        writeJsonAtomic(batchFile(ctx, rec.batch), { ...rec, leaseExpiresAt: until } satisfies BatchRecord);
+      } catch (err) {
+        ctx.log.warn(`blahp: renewing the lease of ${rec.batch} failed: ${(err as Error).message}`);
+      }
+    }
+  }
 }
 
 /** Fetches one job's outputs and writes its done record; false when it must be tried again later. */

@@ -8,7 +8,7 @@
  *   message on stderr and exit 1.
  * - hold, resume: BOINC has neither: a message on stderr, exit 1.
  * - ping: `0 No error` when the project answers, else `1 <reason>`; exit 0.
- * - install <dir> [--force]: writes the scripts. fetch: the background output fetcher.
+ * - install <dir> [--force]: writes the scripts. fetch: the background worker (outputs, leases, retirements).
  */
 import { BlahpConfigError, loadConfig } from './config.js';
 import { openContext, type BlahpContext } from './context.js';

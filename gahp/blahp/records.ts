@@ -1,13 +1,16 @@
 /**
- * A job's final state, kept beside its spec (`jobs/<batch>/<n>.<kind>.json`) once known:
- * done (outputs in place: exit code and times), cancelled (boinc_cancel.sh succeeded),
- * held (BOINC gave up on it, or its outputs could not be fetched). Written whole and
- * renamed into place; a done record only after the outputs are in place.
+ * The BLAHP side's records in the state directory (docs/blahp.md, "State directory"):
+ * job specs, batch records, claims, the status snapshot's shape, and a job's final state
+ * kept beside its spec (`jobs/<batch>/<n>.<kind>.json`) once known: done (outputs in
+ * place: exit code and times), cancelled (boinc_cancel.sh succeeded), held (BOINC gave up
+ * on it, or its outputs could not be fetched). All written whole and renamed into place;
+ * a done record only after the outputs are in place. Light: status calls load this.
  */
 import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { BlahpContext } from './context.js';
-import type { ParsedJobName } from './names.js';
+import { jobName, type ParsedJobName } from './names.js';
 import { lockHeld, readJson } from './state.js';
 import type { OutputSpec } from './submit-args.js';
 
@@ -28,6 +31,8 @@ export interface JobSpec {
   stdout?: string;
   stderr?: string;
   memoryMb?: number;
+  /** The submit call's process: when it is gone before the job got its id, nobody will ask for the job. */
+  pid: number;
   createdAt: number;
 }
 
@@ -108,7 +113,7 @@ export function erroredRecord(job: ParsedJobName): FinalRecord {
 }
 
 /**
- * Starts the output fetcher (`boinc-gahp blahp fetch`) unless one runs: a detached process
+ * Starts the background worker (`boinc-gahp blahp fetch`: outputs, leases, retirements) unless one runs: a detached process
  * in its own session, stdin, stdout and stderr on /dev/null (blahpd waits for EOF on the
  * script's pipes, so nothing of ours may keep them open).
  */
@@ -118,10 +123,37 @@ export function ensureFetcher(ctx: BlahpContext): void {
   if (!entry) return;
   try {
     const child = spawn(process.execPath, [entry, 'blahp', 'fetch'], { detached: true, stdio: 'ignore', env: process.env, cwd: '/' });
-    child.on('error', (err) => ctx.log.error(`blahp: could not start the output fetcher: ${err.message}`));
+    child.on('error', (err) => ctx.log.error(`blahp: could not start the background worker: ${err.message}`));
     child.unref();
-    ctx.log.debug(`blahp: started the output fetcher (pid ${child.pid})`);
+    ctx.log.debug(`blahp: started the background worker (pid ${child.pid})`);
   } catch (err) {
-    ctx.log.error(`blahp: could not start the output fetcher: ${(err as Error).message}`);
+    ctx.log.error(`blahp: could not start the background worker: ${(err as Error).message}`);
   }
+}
+
+/** Batches still worth asking about: submitted and not retired. */
+export function liveBatches(ctx: BlahpContext): BatchRecord[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(ctx.cfg.paths.batches);
+  } catch {
+    return [];
+  }
+  const out: BatchRecord[] = [];
+  for (const n of names) {
+    if (!n.endsWith('.json') || n.startsWith('.')) continue;
+    const rec = readJson<BatchRecord>(path.join(ctx.cfg.paths.batches, n));
+    if (rec && rec.state === 'submitted' && rec.projectUrl === ctx.cfg.projectUrl) out.push(rec);
+  }
+  return out;
+}
+
+/** Whether a batch's lease should be renewed (less than half of it left). */
+export function leaseDue(ctx: BlahpContext, rec: BatchRecord, nowS = Math.floor(Date.now() / 1000)): boolean {
+  return rec.leaseExpiresAt === undefined || rec.leaseExpiresAt - nowS < ctx.cfg.leaseSeconds / 2;
+}
+
+/** Whether every job of the batch has a final record (the batch can be retired). */
+export function batchFinished(ctx: BlahpContext, rec: BatchRecord): boolean {
+  return rec.keys.every((_, n) => finalRecord(ctx, { jobName: jobName(rec.batch, n), batch: rec.batch, n }) !== undefined);
 }

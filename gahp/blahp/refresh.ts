@@ -1,47 +1,23 @@
 /**
- * Refreshing the shared status snapshot (status.ts) and the chores that go with it: one
- * BOINC_QUERY_BATCHES over every live batch, then BOINC's failures recorded, the output
- * fetcher started, leases renewed and finished batches retired. Loaded only by the status
- * call that holds `status.lock` (the others never load the RPC stack).
+ * Refreshing the shared status snapshot (status.ts): one BOINC_QUERY_BATCHES over every
+ * live batch, then BOINC's failures recorded and the background worker started when it
+ * has work. Loaded only by the status call that holds `status.lock` (the others never load
+ * the RPC stack).
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { queryBatchesCommand } from '../commands/query-batches.js';
-import { retireBatchCommand } from '../commands/retire-batch.js';
-import { setLeaseCommand } from '../commands/set-lease.js';
 import type { BlahpContext } from './context.js';
-import { jobName as nameOf, type ParsedJobName } from './names.js';
-import { lockHeld, readJson, writeJsonAtomic } from './state.js';
-import { batchFile, ensureFetcher, erroredRecord, finalRecord, heldFile, type BatchRecord, type StatusSnapshot } from './records.js';
-
-/** The whole refresh's deadline (the query, and the chores after it). */
-const REFRESH_DEADLINE_MS = 15_000;
-/** Lease renewals and retirements done by one refresh (the rest wait for the next). */
-const MAX_CHORES = 10;
-
-/** Batches still worth asking about: submitted and not retired. */
-export function liveBatches(ctx: BlahpContext): BatchRecord[] {
-  let names: string[];
-  try {
-    names = fs.readdirSync(ctx.cfg.paths.batches);
-  } catch {
-    return [];
-  }
-  const out: BatchRecord[] = [];
-  for (const n of names) {
-    if (!n.endsWith('.json') || n.startsWith('.')) continue;
-    const rec = readJson<BatchRecord>(path.join(ctx.cfg.paths.batches, n));
-    if (rec && rec.state === 'submitted' && rec.projectUrl === ctx.cfg.projectUrl) out.push(rec);
-  }
-  return out;
-}
+import type { ParsedJobName } from './names.js';
+import { writeJsonAtomic } from './state.js';
+import {
+  batchFile, batchFinished, ensureFetcher, erroredRecord, finalRecord, heldFile, leaseDue, liveBatches, type BatchRecord, type StatusSnapshot,
+} from './records.js';
 
 /** One BOINC_QUERY_BATCHES over every live batch (and `also`); writes and returns the snapshot. */
-export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined, also: string): Promise<StatusSnapshot | undefined> {
+export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined, also: string, budgetMs: number): Promise<StatusSnapshot | undefined> {
   const live = liveBatches(ctx);
   const names = [...new Set([...live.map((b) => b.batch), also])];
   const gone: string[] = [];
-  const handler = ctx.handler('status refresh', REFRESH_DEADLINE_MS);
+  const handler = ctx.handler('status refresh', budgetMs);
   let tokens: string[] | undefined;
   try {
     const query = queryBatchesCommand(await ctx.services());
@@ -87,7 +63,11 @@ export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined
   return snap;
 }
 
-/** After a refresh: record BOINC's failures, start the fetcher, renew leases, retire finished batches. */
+/**
+ * After a refresh, the local part of the chores: record the jobs BOINC gave up on and the
+ * batches it no longer has; start the background worker (fetch.ts) when there are outputs
+ * to fetch, leases to renew or batches to retire.
+ */
 async function chores(ctx: BlahpContext, snap: StatusSnapshot, live: BatchRecord[]): Promise<void> {
   let needFetch = false;
   for (const [batch, jobs] of Object.entries(snap.batches)) {
@@ -103,37 +83,15 @@ async function chores(ctx: BlahpContext, snap: StatusSnapshot, live: BatchRecord
   }
   if (needFetch) ensureFetcher(ctx);
 
-  const services = await ctx.services();
-  let budget = MAX_CHORES;
+  // Leases and retirements are RPCs: the background worker does them, never a status call.
   const nowS = Math.floor(Date.now() / 1000);
+  let housekeeping = false;
   for (const rec of live) {
-    if (budget <= 0) break;
     if (snap.gone.includes(rec.batch)) {
       writeJsonAtomic(batchFile(ctx, rec.batch), { ...rec, state: 'retired' } satisfies BatchRecord);
       continue;
     }
-    const finished = rec.keys.every((_, n) => finalRecord(ctx, { jobName: nameOf(rec.batch, n), batch: rec.batch, n }) !== undefined);
-    if (finished && !lockHeld(ctx.cfg.paths.fetchLock)) {
-      budget--;
-      try {
-        await retireBatchCommand(services).run({ batchName: rec.batch }, ctx.handler('retire', ctx.cfg.rpcTimeoutMs));
-        writeJsonAtomic(batchFile(ctx, rec.batch), { ...rec, state: 'retired' } satisfies BatchRecord);
-        ctx.log.info(`blahp status: retired batch ${rec.batch}: every job finished`);
-      } catch (err) {
-        ctx.log.warn(`blahp status: retiring ${rec.batch} failed: ${(err as Error).message}`);
-      }
-      continue;
-    }
-    if (rec.leaseExpiresAt === undefined || rec.leaseExpiresAt - nowS < ctx.cfg.leaseSeconds / 2) {
-      budget--;
-      const until = nowS + ctx.cfg.leaseSeconds;
-      try {
-        await setLeaseCommand(services).run({ batchName: rec.batch, expireTime: until }, ctx.handler('lease', ctx.cfg.rpcTimeoutMs));
-        writeJsonAtomic(batchFile(ctx, rec.batch), { ...rec, leaseExpiresAt: until } satisfies BatchRecord);
-      } catch (err) {
-        ctx.log.warn(`blahp status: renewing the lease of ${rec.batch} failed: ${(err as Error).message}`);
-      }
-    }
+    if (leaseDue(ctx, rec, nowS) || batchFinished(ctx, rec)) housekeeping = true;
   }
+  if (needFetch || housekeeping) ensureFetcher(ctx);
 }
-

@@ -2,7 +2,7 @@
  * The BLAHP side's files under `<state dir>/blahp/` (docs/blahp.md, "State directory").
  * Many short-lived processes share them (blahpd runs one script per request, several at
  * once), so every file is written whole to a temp file and renamed into place, and the few
- * exclusive roles (a submit group's leader, the status refresher, the output fetcher) are
+ * exclusive roles (a submit group's leader, the status refresher, the background worker) are
  * lock files created with O_EXCL that name their holder's pid: a lock whose holder is gone
  * is taken over.
  */

@@ -4,9 +4,8 @@
  * blahpd asks per job, so the answer comes from a snapshot shared by every status call:
  * `status.json` holds what ONE BOINC_QUERY_BATCHES (query_batch2 over every live batch)
  * said. A call uses it while it is younger than the configured age; otherwise the first
- * call to take `status.lock` refreshes it (and does the periodic chores: renews leases,
- * retires batches whose jobs are all finished, starts the output fetcher) while the others
- * wait for the new snapshot. Nothing here takes long: RPCs get a short timeout, waiting
+ * call to take `status.lock` refreshes it (refresh.ts; it starts the background worker
+ * when outputs, leases or retirements are due) while the others wait for the new snapshot. Nothing here takes long: RPCs get a short timeout, waiting
  * for another process's refresh is bounded, and an unreachable server means an answer from
  * the last snapshot. Final states are kept per job (`jobs/<batch>/<n>.done.json` and
  * friends) and answer without any snapshot.
@@ -25,6 +24,11 @@ import { ensureFetcher, erroredRecord, finalRecord, heldFile, type FinalRecord, 
 const RETRY_AFTER_FAILURE_MS = 5000;
 /** Longest wait for another process's refresh. */
 const WAIT_FOR_REFRESH_MS = 15_000;
+/** Budget for finding a snapshot, waiting and refreshing together (blahpd kills at 30 s). */
+const SNAPSHOT_BUDGET_MS = 20_000;
+/** A refresh is given at least this long, and at most REFRESH_MAX_MS. */
+const REFRESH_MIN_MS = 3000;
+const REFRESH_MAX_MS = 15_000;
 /** How long a status call waits for a DONE job's outputs before answering "running". */
 const WAIT_FOR_FETCH_MS = 2000;
 
@@ -113,7 +117,8 @@ function usable(ctx: BlahpContext, s: StatusSnapshot | undefined, batch: string)
 
 /** A snapshot that covers the batch: the shared one if fresh, else refreshed (by us or another call). */
 async function snapshotFor(ctx: BlahpContext, batch: string): Promise<StatusSnapshot | undefined> {
-  const deadline = Date.now() + WAIT_FOR_REFRESH_MS;
+  const start = Date.now();
+  const deadline = start + WAIT_FOR_REFRESH_MS;
   for (;;) {
     const snap = readSnapshot(ctx);
     if (usable(ctx, snap, batch)) return snap;
@@ -123,7 +128,8 @@ async function snapshotFor(ctx: BlahpContext, batch: string): Promise<StatusSnap
         const again = readSnapshot(ctx);
         if (usable(ctx, again, batch)) return again;
         const { refresh } = await import('./refresh.js');
-        return await refresh(ctx, again, batch);
+        const budget = Math.min(REFRESH_MAX_MS, Math.max(REFRESH_MIN_MS, start + SNAPSHOT_BUDGET_MS - Date.now()));
+        return await refresh(ctx, again, batch, budget);
       } finally {
         unlock(ctx.cfg.paths.statusLock);
       }

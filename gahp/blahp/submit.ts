@@ -18,19 +18,22 @@
  *    name in `pending/<group>.inflight` until it is settled. A leader that dies leaves its
  *    lock to be taken over; the next leader first settles the in-flight batch by running
  *    the same BOINC_SUBMIT again, which finds what reached the server and completes it.
- * A waiting call writes a progress line to stderr every 10 s (blahpd kills a script that
- * stays silent for 30 s).
+ * A job whose submit call ended before it got its id (blahpd killed the call) is never
+ * asked for again: a leader drops such a job while it is queued, and aborts it (recorded
+ * as cancelled) when its batch was already settled. A waiting call writes a progress line
+ * to stderr every 10 s, so blahpd's 30 s silence limit does not hit a long submit.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { AppTemplates } from '../../boinc-rpc/types.js';
 import type { SubmitJobSpec, SubmitRequest } from '../staging/parse.js';
 import { argumentProblem, checkInputFiles, orderInputs, SubmitCheckError } from '../staging/validate.js';
+import { abortJobsCommand } from '../commands/abort-jobs.js';
 import { submitCommand } from '../commands/submit.js';
 import type { BlahpContext } from './context.js';
-import { appProblem, jobName, newBatchName, newSubmitKey } from './names.js';
-import { ensureDir, exists, readJson, sleep, tryLock, unlock, writeJsonAtomic } from './state.js';
-import { batchFile, jobSpecFile, type BatchRecord, type Claim, type JobSpec } from './records.js';
+import { appProblem, jobName, newBatchName, newSubmitKey, type ParsedJobName } from './names.js';
+import { ensureDir, exists, pidAlive, readJson, sleep, tryLock, unlock, writeJsonAtomic } from './state.js';
+import { batchFile, cancelledFile, jobSpecFile, type BatchRecord, type Claim, type FinalRecord, type JobSpec } from './records.js';
 import { BlahpUsageError, inputPaths, outputSpecs, parseSubmitArgv, readListFile, show } from './submit-args.js';
 
 /** Template answers are reused this long (an app's templates rarely change). */
@@ -102,6 +105,7 @@ export async function prepareJob(ctx: BlahpContext, argv: readonly string[]): Pr
     args,
     inputs,
     outputs,
+    pid: process.pid,
     createdAt: Date.now(),
   };
   const out = values.get('o');
@@ -186,7 +190,14 @@ async function leadGroup(ctx: BlahpContext, group: string, app: string): Promise
   const dir = path.join(paths.pending, group);
   if (pendingKeys(dir).length === 0) return;
   if (cfg.gatherMs > 0) await sleep(cfg.gatherMs);
-  const keys = pendingKeys(dir).slice(0, cfg.maxBatchJobs);
+  const keys = pendingKeys(dir).filter((key) => {
+    // A job whose submit call is gone (blahpd killed it) would never be asked for again.
+    const spec = readJson<JobSpec>(path.join(dir, `${key}.json`));
+    if (!spec || pidAlive(spec.pid)) return true;
+    ctx.log.warn(`blahp submit: dropping queued job ${key}: its submit call (pid ${spec.pid}) has ended`);
+    fs.rmSync(path.join(dir, `${key}.json`), { force: true });
+    return false;
+  }).slice(0, cfg.maxBatchJobs);
   if (keys.length === 0) return;
   const first = readJson<JobSpec>(path.join(dir, `${keys[0]}.json`));
   const batch = newBatchName(first?.app ?? app);
@@ -218,6 +229,7 @@ async function submitClaimed(ctx: BlahpContext, batch: string): Promise<void> {
   const jobsDir = path.join(ctx.cfg.paths.jobs, batch);
   ensureDir(jobsDir);
   const jobs: SubmitJobSpec[] = [];
+  const orphans: ParsedJobName[] = [];
   rec.keys.forEach((key, n) => {
     writeJsonAtomic(path.join(ctx.cfg.paths.claims, key), { batch, n } satisfies Claim);
     const pending = pendingFile(ctx, rec.group, key);
@@ -229,6 +241,7 @@ async function submitClaimed(ctx: BlahpContext, batch: string): Promise<void> {
       return;
     }
     jobs.push({ name: jobName(batch, n), args: spec.args, inputs: spec.inputs });
+    if (!pidAlive(spec.pid)) orphans.push({ jobName: jobName(batch, n), batch, n });
   });
   if (jobs.length === 0) {
     writeJsonAtomic(file, { ...rec, state: 'failed', error: 'no job left to submit' } satisfies BatchRecord);
@@ -246,6 +259,7 @@ async function submitClaimed(ctx: BlahpContext, batch: string): Promise<void> {
     const now = Date.now();
     writeJsonAtomic(file, { ...rec, state: 'submitted', submittedAt: now, leaseExpiresAt: Math.floor(now / 1000) + ctx.cfg.leaseSeconds } satisfies BatchRecord);
     ctx.log.info(`blahp submit: batch ${batch}: ${jobs.length} jobs submitted in ${now - t0} ms`);
+    if (orphans.length > 0) await abortOrphans(ctx, orphans);
   } catch (err) {
     const msg = err instanceof Error ? err.message : String(err);
     writeJsonAtomic(file, { ...rec, state: 'failed', error: `BOINC_SUBMIT of batch ${batch} (${jobs.length} jobs) failed: ${msg}` } satisfies BatchRecord);
@@ -253,3 +267,19 @@ async function submitClaimed(ctx: BlahpContext, batch: string): Promise<void> {
   }
 }
 
+
+/**
+ * Jobs of a settled batch whose submit calls ended before printing their ids (a leader that
+ * died, or waiters killed meanwhile): blahpd never learnt of them, so they are aborted and
+ * recorded as cancelled (the batch can then finish and be retired).
+ */
+async function abortOrphans(ctx: BlahpContext, jobs: ParsedJobName[]): Promise<void> {
+  const names = jobs.map((j) => j.jobName);
+  try {
+    await abortJobsCommand(await ctx.services()).run({ jobNames: names }, ctx.handler('abort orphans', ctx.cfg.rpcTimeoutMs * 2));
+    for (const j of jobs) writeJsonAtomic(cancelledFile(ctx, j), { kind: 'cancelled', at: Date.now() } satisfies FinalRecord);
+    ctx.log.warn(`blahp submit: aborted ${names.length} jobs whose submit calls had ended: ${names.slice(0, 5).join(', ')}`);
+  } catch (err) {
+    ctx.log.error(`blahp submit: aborting jobs whose submit calls had ended failed: ${(err as Error).message}`);
+  }
+}
