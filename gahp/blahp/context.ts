@@ -4,7 +4,8 @@
  * without the line protocol. Built only when a call needs the server (most status calls
  * are answered from the shared snapshot and never build it).
  */
-import type { GahpServices } from '../services.js';
+import type { BoundRequest, GahpServices } from '../services.js';
+import type { ProjectBinding } from '../session.js';
 import type { HandlerContext } from '../protocol/commands.js';
 import type { Logger } from '../log.js';
 import { authenticatorOf, loggerOf, type BlahpConfig } from './config.js';
@@ -14,6 +15,10 @@ export interface BlahpContext {
   log: Logger;
   /** The GAHP's services (loads the RPC stack on first use). */
   services(): Promise<GahpServices>;
+  /** The configured project's binding (project, account, RPC client), as a command's parser captures it. */
+  binding(): Promise<ProjectBinding>;
+  /** A command request bound to the configured project. */
+  bound<Req>(request: Req): Promise<BoundRequest<Req>>;
   /** A handler context for one command; its signal fires after timeoutMs (if given). */
   handler(reqId: string, timeoutMs?: number): HandlerContext;
   close(): Promise<void>;
@@ -38,6 +43,14 @@ export function openContext(cfg: BlahpConfig, log = loggerOf(cfg)): BlahpContext
         });
       }
       return services;
+    },
+    async binding() {
+      const b = (await this.services()).session.bind();
+      if (!b) throw new Error('no BOINC project selected');
+      return b;
+    },
+    async bound(request) {
+      return { request, binding: await this.binding() };
     },
     handler(reqId, timeoutMs) {
       const signal = timeoutMs === undefined ? shutdown.signal : AbortSignal.any([shutdown.signal, AbortSignal.timeout(timeoutMs)]);

@@ -92,7 +92,7 @@ async function batchChores(ctx: BlahpContext): Promise<void> {
   for (const rec of liveBatches(ctx)) {
     if (batchFinished(ctx, rec)) {
       try {
-        await retireBatchCommand(services).run({ batchName: rec.batch }, ctx.handler('retire', ctx.cfg.rpcTimeoutMs * 3));
+        await retireBatchCommand(services).run(await ctx.bound({ batchName: rec.batch }), ctx.handler('retire', ctx.cfg.rpcTimeoutMs * 3));
         writeJsonAtomic(batchFile(ctx, rec.batch), { ...rec, state: 'retired' } satisfies BatchRecord);
         ctx.log.info(`blahp: retired batch ${rec.batch}: every job finished`);
       } catch (err) {
@@ -101,7 +101,7 @@ async function batchChores(ctx: BlahpContext): Promise<void> {
     } else if (leaseDue(ctx, rec, nowS)) {
       const until = nowS + ctx.cfg.leaseSeconds;
       try {
-        await setLeaseCommand(services).run({ batchName: rec.batch, expireTime: until }, ctx.handler('lease', ctx.cfg.rpcTimeoutMs * 3));
+        await setLeaseCommand(services).run(await ctx.bound({ batchName: rec.batch, expireTime: until }), ctx.handler('lease', ctx.cfg.rpcTimeoutMs * 3));
         writeJsonAtomic(batchFile(ctx, rec.batch), { ...rec, leaseExpiresAt: until } satisfies BatchRecord);
       } catch (err) {
         ctx.log.warn(`blahp: renewing the lease of ${rec.batch} failed: ${(err as Error).message}`);
@@ -126,7 +126,7 @@ export async function fetchJob(ctx: BlahpContext, job: ParsedJobName): Promise<b
   };
   const t0 = Date.now();
   try {
-    const tokens = await fetchOutputCommand(await ctx.services()).run(req, ctx.handler(`fetch ${job.jobName}`, ctx.cfg.rpcTimeoutMs * 30));
+    const tokens = await fetchOutputCommand(await ctx.services()).run(await ctx.bound(req), ctx.handler(`fetch ${job.jobName}`, ctx.cfg.rpcTimeoutMs * 30));
     ensureStdout(spec);
     const rec: FinalRecord = {
       kind: 'done',

@@ -127,7 +127,7 @@ async function cancelAction(rest: string[]): Promise<number> {
         const job = jobNameFromId(rest[i]!);
         try {
           if (!job) throw new Error(`malformed BOINC job id ${rest[i]}`);
-          await abortJobsCommand(await ctx.services()).run({ jobNames: [job.jobName] }, ctx.handler(`cancel ${job.jobName}`, 25_000));
+          await abortJobsCommand(await ctx.services()).run(await ctx.bound({ jobNames: [job.jobName] }), ctx.handler(`cancel ${job.jobName}`, 25_000));
           writeJsonAtomic(cancelledFile(ctx, job), { kind: 'cancelled', at: Date.now() });
           out += `${prefix} 0 No\\ error\n`;
         } catch (err) {
@@ -151,7 +151,7 @@ async function pingAction(): Promise<number> {
   let line: string;
   try {
     const { pingCommand } = await import('../commands/ping.js');
-    await withContext(async (ctx) => pingCommand(await ctx.services()).run({}, ctx.handler('ping', 25_000)));
+    await withContext(async (ctx) => pingCommand(await ctx.services()).run(await ctx.bound({}), ctx.handler('ping', 25_000)));
     line = '0 No error';
   } catch (err) {
     line = `1 ${message(err).replace(/[\r\n]+/g, ' ')}`;

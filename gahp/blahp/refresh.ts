@@ -24,7 +24,7 @@ export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined
     // A batch the server no longer has fails the whole query: leave it out and ask again.
     for (let attempt = 0; attempt < 5 && names.length > 0; attempt++) {
       try {
-        tokens = await query.run({ minModTime: '0', batchNames: names }, handler);
+        tokens = await query.run(await ctx.bound({ minModTime: '0', batchNames: names }), handler);
         break;
       } catch (err) {
         const m = /no batch named (\S+)/.exec(err instanceof Error ? err.message : '');

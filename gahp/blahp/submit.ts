@@ -121,7 +121,7 @@ async function appTemplates(ctx: BlahpContext, app: string): Promise<AppTemplate
   const file = path.join(ctx.cfg.paths.templates, `${app}.json`);
   const cached = readJson<AppTemplates & { at: number; projectUrl: string }>(file);
   if (cached && cached.projectUrl === ctx.cfg.projectUrl && Date.now() - cached.at < TEMPLATE_TTL_MS) return cached;
-  const { rpc } = (await ctx.services()).session.rpc();
+  const { rpc } = await ctx.binding();
   let t: AppTemplates;
   try {
     t = await rpc.getTemplates({ appName: app, signal: ctx.handler('templates', ctx.cfg.rpcTimeoutMs * 2).signal });
@@ -255,7 +255,7 @@ async function submitClaimed(ctx: BlahpContext, batch: string): Promise<void> {
   };
   const t0 = Date.now();
   try {
-    await submitCommand(await ctx.services()).run(req, ctx.handler(`submit ${batch}`));
+    await submitCommand(await ctx.services()).run(await ctx.bound(req), ctx.handler(`submit ${batch}`));
     const now = Date.now();
     writeJsonAtomic(file, { ...rec, state: 'submitted', submittedAt: now, leaseExpiresAt: Math.floor(now / 1000) + ctx.cfg.leaseSeconds } satisfies BatchRecord);
     ctx.log.info(`blahp submit: batch ${batch}: ${jobs.length} jobs submitted in ${now - t0} ms`);
@@ -276,7 +276,7 @@ async function submitClaimed(ctx: BlahpContext, batch: string): Promise<void> {
 async function abortOrphans(ctx: BlahpContext, jobs: ParsedJobName[]): Promise<void> {
   const names = jobs.map((j) => j.jobName);
   try {
-    await abortJobsCommand(await ctx.services()).run({ jobNames: names }, ctx.handler('abort orphans', ctx.cfg.rpcTimeoutMs * 2));
+    await abortJobsCommand(await ctx.services()).run(await ctx.bound({ jobNames: names }), ctx.handler('abort orphans', ctx.cfg.rpcTimeoutMs * 2));
     for (const j of jobs) writeJsonAtomic(cancelledFile(ctx, j), { kind: 'cancelled', at: Date.now() } satisfies FinalRecord);
     ctx.log.warn(`blahp submit: aborted ${names.length} jobs whose submit calls had ended: ${names.slice(0, 5).join(', ')}`);
   } catch (err) {
