@@ -12,6 +12,7 @@ export const MAX_LINE = 1000;
 
 /** A string value made safe: no quote, backslash or control character. */
 export function safeString(text: string): string {
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is removed
   return text.replace(/["\\]/g, "'").replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029]+/g, ' ');
 }
 

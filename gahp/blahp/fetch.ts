@@ -165,6 +165,6 @@ function ensureStdout(spec: JobSpec): void {
   try {
     fs.closeSync(fs.openSync(file, 'a', 0o644));
   } catch (err) {
-    throw new Error(`cannot create the job's standard output file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new Error(`cannot create the job's standard output file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { cause: err });
   }
 }

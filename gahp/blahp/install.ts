@@ -36,7 +36,7 @@ export function defaultEntry(): string {
 }
 
 export function scriptText(action: string, node: string, entry: string): string {
-  const exports = BLAH_CONFIG_KEYS.map(([key, env]) => `if [ -n "\${${key}:-}" ]; then ${env}=\$${key}; export ${env}; fi`).join('\n');
+  const exports = BLAH_CONFIG_KEYS.map(([key, env]) => `if [ -n "\${${key}:-}" ]; then ${env}=$${key}; export ${env}; fi`).join('\n');
   return `#!/bin/bash
 # boinc_${action}.sh: BOINC as a BLAHP batch system (boinc-gahp, docs/blahp.md).
 ${MARKER}; run it again rather than editing this file.

@@ -89,7 +89,6 @@ test(`${JOBS} jobs' status calls are answered from a handful of server queries`,
   };
   await Promise.all(Array.from({ length: CONCURRENT_STATUS_CALLS }, worker));
   const queries = env.server.rpcLog().filter((e) => e.rpc === 'query_batch2').length;
-  // eslint-disable-next-line no-console
   console.log(`${JOBS} status calls in ${Date.now() - t0} ms (slowest ${slowest} ms), ${queries} query_batch2 calls`);
   expect(statuses.get(1)).toBe(JOBS);
   expect(queries).toBeGreaterThanOrEqual(1);
