@@ -2,7 +2,8 @@
  * The npm package as a site installs it: `npm pack` of a clean copy of the checkout (no dist/,
  * so the package must build itself), `npm install -g --prefix <tmp>` of the tarball, and the
  * installed commands run from there: `boinc-gahp --version`, the GAHP speaking its protocol,
- * the demo, the test server. The tarball must hold product files only.
+ * the demo, the test server, and `boinc-gahp blahp install` whose scripts then run a job as
+ * blahpd runs them (test/support/blahpd.ts). The tarball must hold product files only.
  *
  * Works offline after `npm ci`: dependencies resolve through a registry on 127.0.0.1 built
  * from package-lock.json (./lockfile-registry.ts), their tarballs come from npm's cache.
@@ -10,6 +11,9 @@
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { upperAscii } from '../../fixtures/apps.js';
+import { startTestServer } from '../../fixtures/test-server/index.js';
+import { Blahpd, v2Arguments, type StatusOutcome } from '../support/blahpd.js';
 import { makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
 import { startLockfileRegistry, type LockfileRegistry } from './lockfile-registry.js';
 
@@ -186,4 +190,74 @@ describe('the npm package', () => {
       }
     }
   });
+  test('installed boinc-gahp blahp install: six scripts running the installed package; a job through them as blahpd runs it', async () => {
+    const libexec = path.join(work, 'libexec');
+    fs.mkdirSync(libexec);
+    const inst = await run(path.join(installedBin, 'boinc-gahp'), ['blahp', 'install', libexec], { cwd: work, env, timeoutMs: 30_000 });
+    expect({ code: inst.code, stderr: inst.stderr }).toEqual({ code: 0, stderr: '' });
+    const installedEntry = path.join(fs.realpathSync(path.join(prefix, 'lib', 'node_modules', 'boinc-gahp')), 'bin', 'boinc-gahp');
+    for (const action of ['submit', 'status', 'cancel', 'hold', 'resume', 'ping']) {
+      const script = path.join(libexec, `boinc_${action}.sh`);
+      expect(fs.statSync(script).mode & 0o777).toBe(0o755);
+      const text = fs.readFileSync(script, 'utf8');
+      expect(text).toContain(installedEntry);
+      expect(text).not.toContain(REPO_ROOT + path.sep);
+    }
+
+    // The site's side, as the README sets it up: blah.config holds the boinc_* lines, and
+    // blahp's loader (here reduced to sourcing that file) sits beside the scripts.
+    fs.writeFileSync(path.join(libexec, 'blah_load_config.sh'), '. "$BLAHPD_CONFIG_LOCATION"\n');
+    const server = await startTestServer();
+    try {
+      const authFile = path.join(work, 'project.auth');
+      fs.writeFileSync(authFile, `${server.authenticator}\n`, { mode: 0o600 });
+      const blahConfig = path.join(work, 'blah.config');
+      fs.writeFileSync(blahConfig, [
+        `boinc_project_url=${server.url}`,
+        `boinc_authenticator_file=${authFile}`,
+        `boinc_state_dir=${path.join(work, 'blahp-state')}`,
+        'boinc_status_max_age=0',
+      ].join('\n') + '\n');
+      const blahpdEnv: NodeJS.ProcessEnv = { BLAHPD_CONFIG_LOCATION: blahConfig };
+      for (const [k, v] of Object.entries(env)) if (!k.startsWith('BOINC_')) blahpdEnv[k] = v;
+      const blahpdTmp = path.join(work, 'blahpd-tmp');
+      fs.mkdirSync(blahpdTmp);
+      const blahpd = new Blahpd({ libexecDir: libexec, tmpDir: blahpdTmp, cwd: work, env: blahpdEnv, resultsCacheFile: null });
+
+      const ping = await blahpd.ping();
+      expect({ problem: ping.problem, answer: ping.answer }).toEqual({ problem: undefined, answer: { rc: 0, errorString: 'No error' } });
+
+      const iwd = path.join(work, 'job');
+      fs.mkdirSync(iwd);
+      const input = 'installed from the tarball\n';
+      fs.writeFileSync(path.join(iwd, 'in'), input);
+      const sub = await blahpd.submit({
+        Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, In: '/dev/null', Out: 'job.out', Err: 'job.err',
+        TransferInput: 'in', TransferOutput: 'out', TransferOutputRemaps: 'out=result', Arguments: v2Arguments(['n=1']), JobDirectory: iwd,
+      });
+      // (the script's stderr shown only when the submit failed)
+      expect({ problem: sub.problem, stderr: sub.problem ? sub.run?.stderr : '' }).toEqual({ problem: undefined, stderr: '' });
+      expect(sub.listFilesLeft).toEqual([]);
+      expect(sub.run!.stdinConsumed).toBe('');
+      const id = sub.jobId!;
+      expect(id).toMatch(/^boinc\/[A-Za-z0-9._-]+$/);
+
+      const idle = await blahpd.status(id);
+      expect({ problem: idle.problem, jobStatus: idle.answer?.jobStatus }).toEqual({ problem: undefined, jobStatus: 1 });
+
+      server.advanceJob(id.slice('boinc/'.length), 'DONE');
+      let done: StatusOutcome = idle;
+      for (const until = Date.now() + 60_000; done.answer?.jobStatus !== 4 && Date.now() < until;) {
+        await new Promise((r) => setTimeout(r, 300));
+        done = await blahpd.status(id);
+        expect(done.problem).toBeUndefined();
+      }
+      expect(done.answer!.jobStatus).toBe(4);
+      expect(done.answer!.ad!.get('ExitCode')).toBe(0);
+      // Status 4: the output is already in Iwd, under its remapped name.
+      expect(fs.readFileSync(path.join(iwd, 'result'))).toEqual(Buffer.concat([upperAscii(Buffer.from(input)), Buffer.from('\nargs: n=1\n')]));
+    } finally {
+      await server.close();
+    }
+  }, 150_000);
 });
