@@ -3,7 +3,7 @@
  * the log, the ledger. Built once by the CLI; handed to each command module.
  */
 import type { Logger } from './log.js';
-import { boundProject, type ProjectBinding, type ProjectSession } from './session.js';
+import { boundProject, type CapturedSelection, type ProjectBinding, type ProjectSession } from './session.js';
 import type { Ledger } from './ledger/types.js';
 import type { ProgressSink } from './staging/progress.js';
 
@@ -48,8 +48,8 @@ export interface GahpServices {
 /** A parsed request with the project and account selected when its line was read. */
 export interface BoundRequest<Req> {
   request: Req;
-  /** Undefined when no project was selected then (the command then fails when it runs). */
-  binding: ProjectBinding | undefined;
+  /** Undefined when no project was selected then, or an unusable one: the command then fails when it runs. */
+  binding: CapturedSelection;
 }
 
 /**

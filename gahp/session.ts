@@ -28,10 +28,23 @@ export interface ProjectBinding {
 
 export type RpcFactory = (opts: BoincClientOptions) => BoincRpc;
 
+/**
+ * A selection the GAHP cannot use (a URL that is no http(s) URL, an authenticator BOINC
+ * cannot carry). BOINC_SELECT_PROJECT still answers `S`: the gridmanager EXCEPTs (exits,
+ * with every job of every resource) on anything else, so the problem is reported instead
+ * as the error result of each command issued for that resource, which holds only its jobs.
+ */
+export interface UnusableSelection {
+  readonly unusable: string;
+}
+
+/** What a command captured when its line was read: a usable project, an unusable one, or none. */
+export type CapturedSelection = ProjectBinding | UnusableSelection | undefined;
+
 export const NO_PROJECT_MESSAGE = 'no project selected (send BOINC_SELECT_PROJECT <url> <authenticator> first)';
 
 export class ProjectSession {
-  private selected: ProjectBinding | undefined;
+  private selected: ProjectBinding | UnusableSelection | undefined;
   /**
    * One binding (and RPC client) per project and account ever selected, closed at shutdown:
    * switching back and forth between resources reuses them (and their keep-alive
@@ -60,15 +73,20 @@ export class ProjectSession {
     this.selected = binding;
   }
 
+  /** Selects a project that cannot be used: commands issued until the next selection fail with `reason`. */
+  selectUnusable(reason: string): void {
+    this.selected = Object.freeze({ unusable: reason });
+  }
+
   get current(): ProjectSelection | undefined {
-    return this.selected?.project;
+    return this.selected && 'project' in this.selected ? this.selected.project : undefined;
   }
 
   /**
    * The project and account selected now (undefined: none yet). Called by the parsers of
    * the BOINC_* commands, synchronously when their line is read.
    */
-  bind(): ProjectBinding | undefined {
+  bind(): CapturedSelection {
     return this.selected;
   }
 
@@ -80,7 +98,8 @@ export class ProjectSession {
 }
 
 /** The binding a command captured; a command read before any project was selected fails here. */
-export function boundProject(binding: ProjectBinding | undefined): ProjectBinding {
+export function boundProject(binding: CapturedSelection): ProjectBinding {
   if (!binding) throw new Error(NO_PROJECT_MESSAGE);
+  if ('unusable' in binding) throw new Error(binding.unusable);
   return binding;
 }

@@ -1,6 +1,29 @@
-/** BOINC_SELECT_PROJECT <project_url> <authenticator>: synchronous; stores the project. */
-import { ArgumentError, expectArgCount, type SyncCommand } from '../protocol/commands.js';
+/**
+ * BOINC_SELECT_PROJECT <project_url> <authenticator>: synchronous; stores the project.
+ *
+ * Any two arguments are answered `S`. The gridmanager sends this line, from a job's
+ * grid_resource and authenticator file, right before a command for that resource, and
+ * EXCEPTs (taking every job of every resource with it) when the reply is not `S`
+ * (docs/gahp-protocol.md). So a URL or authenticator we cannot use selects an unusable
+ * project: each command issued for it fails with the reason, and the gridmanager holds
+ * that resource's jobs with the message. Only a wrong number of arguments gets `E`.
+ */
+import { expectArgCount, type SyncCommand } from '../protocol/commands.js';
 import type { GahpServices } from '../services.js';
+
+/** Why the GAHP cannot talk to this project URL, or undefined when it can. */
+function urlProblem(rawUrl: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(rawUrl);
+  } catch {
+    return `project URL ${JSON.stringify(rawUrl.slice(0, 200))} is not a valid URL (it needs http:// or https://)`;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `project URL ${JSON.stringify(rawUrl.slice(0, 200))} must be http or https`;
+  // Script names are appended to the URL: a query or fragment would swallow them.
+  if (url.search !== '' || url.hash !== '' || /[?#]/.test(rawUrl)) return `project URL ${JSON.stringify(rawUrl.slice(0, 200))} must not have a query or fragment`;
+  return undefined;
+}
 
 export function selectProjectCommand(services: GahpServices): SyncCommand {
   return {
@@ -12,17 +35,16 @@ export function selectProjectCommand(services: GahpServices): SyncCommand {
     run(args, ctx) {
       expectArgCount(args, 2);
       const [rawUrl, authenticator] = args as [string, string];
-      let url: URL;
-      try {
-        url = new URL(rawUrl);
-      } catch {
-        throw new ArgumentError('project URL is not a valid URL');
+      // A secret whatever it holds: redacted from logs and messages from now on.
+      if (authenticator.length > 0) ctx.log.addSecret(authenticator);
+      const problem =
+        urlProblem(rawUrl) ??
+        (/^[\x21-\x7e]+$/.test(authenticator) ? undefined : 'the authenticator must be printable ASCII without spaces (check the authenticator file)');
+      if (problem) {
+        ctx.log.warn(`BOINC_SELECT_PROJECT: ${problem}; commands for this project will fail`);
+        services.session.selectUnusable(problem);
+        return;
       }
-      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ArgumentError('project URL must be http or https');
-      // Script names are appended to the URL: a query or fragment would swallow them.
-      if (url.search !== '' || url.hash !== '' || /[?#]/.test(rawUrl)) throw new ArgumentError('project URL must not have a query or fragment');
-      if (!/^[\x21-\x7e]+$/.test(authenticator)) throw new ArgumentError('authenticator must be printable ASCII without spaces');
-      ctx.log.addSecret(authenticator);
       // RPC URLs are formed by appending script names, so the base must end with '/'.
       const base = rawUrl.endsWith('/') ? rawUrl : rawUrl + '/';
       services.session.select({ url: base, authenticator });

@@ -227,6 +227,28 @@ describe('the gridmanager lifecycle against bin/boinc-gahp', () => {
     noAborts(gm);
   });
 
+  test('a resource the GAHP cannot use (URL without a scheme, odd authenticator) holds its jobs and leaves the gridmanager running', async () => {
+    const s = await server();
+    const gm = await gridmanager();
+    const good = resource(s);
+    // grid_resource = boinc boinc.example.org/proj/ (the scheme forgotten); the authenticator
+    // file read with fscanf(" %79s") may hold any bytes but whitespace.
+    const noScheme: ResourceRef = { url: s.url.replace(/^http:\/\//, ''), authenticatorFile: good.authenticatorFile };
+    const oddAuth: ResourceRef = { url: s.url, authenticatorFile: writeAuthenticatorFile(world.dir, 'odd', 'caf\u00e9\u00e9') };
+    const bad1 = await boincPing(gm, noScheme);
+    expect(bad1.rc).toBe(1);
+    expect(bad1.error).toMatch(/URL/);
+    const res = new BoincResourceEmu(gm, oddAuth);
+    const j = job(5001, 0, 'x');
+    const r = await res.submit(res.joinNew(j));
+    expect(r.rc).toBe(1);
+    expect(r.error).toMatch(/authenticator/);
+    expect(r.error).not.toContain('caf');
+    // The good resource still works, in the same GAHP.
+    expect(await boincPing(gm, good)).toEqual({ rc: 0 });
+    noAborts(gm);
+  });
+
   test('a batch missing on the server is submitted again; so is one that exists but is empty (crash recovery)', async () => {
     const s = await server();
     const gm = await gridmanager();
