@@ -207,7 +207,9 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
     }
     if (word === 'QUIT' || word === 'EXIT') return false;
     const command = commands.get(word);
-    let lineToSend = trimmed;
+    // Re-joined: a hand-typed double space must not become an empty argument (the server
+    // reads lines exactly as the gridmanager writes them).
+    let lineToSend = joinTokens(tokens);
     let reqId: string | undefined;
     if (command?.kind === 'async') {
       const split = splitReqId(command, tokens.slice(1));

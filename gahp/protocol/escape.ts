@@ -61,3 +61,31 @@ export function splitTokens(line: string): string[] {
   if (inToken) tokens.push(current);
   return tokens;
 }
+
+/**
+ * Splits a request line exactly as HTCondor's gahp client splits lines (read_argv): every
+ * unescaped space ends a token, so two spaces in a row make an empty token, which is how
+ * the gridmanager sends an empty string (an empty job argument, an empty stderr path).
+ * `\x` is `x` for every x; a lone trailing backslash is kept as is. The protocol server
+ * reads requests with this: collapsing spaces would shift every later argument, and the
+ * `E` for the miscount would make the gridmanager EXCEPT. (splitTokens is for hand-typed
+ * lines.)
+ */
+export function splitTokensExact(line: string): string[] {
+  if (line.indexOf('\\') < 0) return line.split(' ');
+  const tokens: string[] = [];
+  let current = '';
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i]!;
+    if (c === '\\') {
+      current += i + 1 < line.length ? line[++i]! : c;
+    } else if (c === ' ') {
+      tokens.push(current);
+      current = '';
+    } else {
+      current += c;
+    }
+  }
+  tokens.push(current);
+  return tokens;
+}

@@ -13,7 +13,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
-import { escapeToken, joinTokens, splitTokens } from './escape.js';
+import { escapeToken, joinTokens, splitTokensExact } from './escape.js';
 import { DEFAULT_MAX_LINE_BYTES, LineFramer, type LineEvent } from './line-reader.js';
 import { ArgumentError, type AsyncCommand, type Command, type SyncCommand } from './commands.js';
 import { Logger } from '../log.js';
@@ -189,11 +189,11 @@ export class GahpServer {
   }
 
   private handleLine(line: string): void {
-    const tokens = splitTokens(line);
-    const word = tokens.length > 0 ? tokens[0]!.toUpperCase() : '';
+    const tokens = splitTokensExact(line);
+    const word = tokens[0]!.toUpperCase();
     const command = this.commands.get(word);
     this.logInbound(line, tokens, command);
-    if (tokens.length === 0) {
+    if (tokens.every((t) => t.length === 0)) {
       this.replyError('empty request');
       return;
     }

@@ -8,6 +8,9 @@
  *
  * Parsing is one linear pass over the tokens (lines can hold thousands of jobs). It checks
  * the shape only; whether BOINC can carry the names and arguments is validate.ts's job.
+ * A job parameter comes from a string attribute of the job ad (`+rsc_memory_bound = "2GB"`
+ * reaches us as it is): a bad one is the submit's error result, found by validate.ts, not an
+ * `E`, which would make the gridmanager EXCEPT (docs/gahp-protocol.md).
  */
 import { ArgumentError, parseCount, parseNumber } from '../protocol/commands.js';
 import type { JobParams } from '../../boinc-rpc/types.js';
@@ -32,6 +35,8 @@ export interface SubmitRequest {
   /** Unset parameters are absent. */
   jobParams: JobParams;
   appVersionNum?: number;
+  /** Why a job parameter cannot be used (the submit then fails with it), if one cannot. */
+  paramProblem?: string;
 }
 
 /** A count token; the message (naming the job) is built only on failure. */
@@ -42,6 +47,13 @@ function count(text: string, what: () => string): number {
 
 /** The six trailing parameters, in the order HTCondor sends them. */
 const PARAM_NAMES = ['rsc_fpops_est', 'rsc_fpops_bound', 'rsc_memory_bound', 'rsc_disk_bound', 'delay_bound', 'app_version_num'] as const;
+const PARAM_KEYS = {
+  rsc_fpops_est: 'rscFpopsEst',
+  rsc_fpops_bound: 'rscFpopsBound',
+  rsc_memory_bound: 'rscMemoryBound',
+  rsc_disk_bound: 'rscDiskBound',
+  delay_bound: 'delayBound',
+} as const;
 
 export function parseSubmitArgs(args: string[]): SubmitRequest {
   let i = 0;
@@ -80,25 +92,33 @@ export function parseSubmitArgs(args: string[]): SubmitRequest {
   const rest = args.length - i;
   const jobParams: JobParams = {};
   let appVersionNum: number | undefined;
+  let paramProblem: string | undefined;
   if (rest === PARAM_NAMES.length) {
     const values = PARAM_NAMES.map((what) => {
       const t = args[i++]!;
-      return t === 'NULL' ? undefined : parseNumber(t, what);
+      if (t === 'NULL') return undefined;
+      try {
+        return parseNumber(t, what);
+      } catch (err) {
+        paramProblem ??= (err as Error).message;
+        return undefined;
+      }
     });
     const [est, bound, mem, disk, delay, version] = values;
-    for (const [k, v] of [['rscFpopsEst', est], ['rscFpopsBound', bound], ['rscMemoryBound', mem], ['rscDiskBound', disk], ['delayBound', delay]] as const) {
+    for (const [k, v] of [['rsc_fpops_est', est], ['rsc_fpops_bound', bound], ['rsc_memory_bound', mem], ['rsc_disk_bound', disk], ['delay_bound', delay]] as const) {
       if (v === undefined) continue;
-      if (v < 0) throw new ArgumentError(`${k} must not be negative, got ${v}`);
-      jobParams[k] = v;
+      if (v < 0) paramProblem ??= `${k} must not be negative, got ${v}`;
+      else jobParams[PARAM_KEYS[k]] = v;
     }
     if (version !== undefined) {
-      if (!Number.isInteger(version) || version < 0) throw new ArgumentError(`app_version_num must be a non-negative integer, got ${version}`);
-      appVersionNum = version;
+      if (!Number.isInteger(version) || version < 0) paramProblem ??= `app_version_num must be a non-negative integer, got ${version}`;
+      else appVersionNum = version;
     }
   } else if (rest !== 0) {
     throw new ArgumentError(`expected 6 job parameters (or none) after the ${njobs} jobs, got ${rest} more arguments`);
   }
   const req: SubmitRequest = { batchName, appName, jobs, jobParams };
   if (appVersionNum !== undefined) req.appVersionNum = appVersionNum;
+  if (paramProblem !== undefined) req.paramProblem = `job parameter ${paramProblem}`;
   return req;
 }

@@ -62,10 +62,12 @@ export function argumentProblem(arg: string): string | undefined {
 }
 
 /**
- * Throws SubmitCheckError for the first batch name, job name or argument BOINC cannot
- * carry; also for a job name used twice. Pure: no I/O.
+ * Throws SubmitCheckError for a job parameter that is no number, the first batch name, job
+ * name or argument BOINC cannot carry, an input without a name; also for a job name used
+ * twice. Pure: no I/O.
  */
 export function checkNamesAndArguments(req: SubmitRequest): void {
+  if (req.paramProblem !== undefined) throw new SubmitCheckError(req.paramProblem);
   const bp = nameProblem(req.batchName);
   if (bp) throw new SubmitCheckError(`batch name ${show(req.batchName)} ${bp}`);
   const ap = nameProblem(req.appName);
@@ -79,6 +81,10 @@ export function checkNamesAndArguments(req: SubmitRequest): void {
     for (let a = 0; a < job.args.length; a++) {
       const problem = argumentProblem(job.args[a]!);
       if (problem) throw new SubmitCheckError(`job ${job.name}: argument ${a + 1} ${show(job.args[a]!)} ${problem}`);
+    }
+    for (let k = 0; k < job.inputs.length; k++) {
+      // HTCondor sends the basename of a transfer_input_files entry: empty for `dir/`.
+      if (job.inputs[k]!.dst.length === 0) throw new SubmitCheckError(`job ${job.name}: input file ${k + 1} ${show(job.inputs[k]!.src)} has an empty name (a directory? BOINC takes files only)`);
     }
   }
 }

@@ -249,6 +249,26 @@ describe('the gridmanager lifecycle against bin/boinc-gahp', () => {
     noAborts(gm);
   });
 
+  test('what a job ad can put on a BOINC_SUBMIT line never draws an E (it would abort the gridmanager): an empty argument, a job parameter that is no number', async () => {
+    const s = await server();
+    const gm = await gridmanager();
+    const ref = resource(s);
+    const res = new BoincResourceEmu(gm, ref);
+    // arguments = "a '' b" (new syntax): ArgList holds an empty argument, sent as an empty token.
+    const j0 = job(6001, 0, 'x', { args: ['a', '', 'b'] });
+    const r0 = await res.submit(res.joinNew(j0));
+    expect(r0.rc).toBe(1);
+    expect(r0.error).toMatch(/argument 2/);
+    // +rsc_memory_bound = "2GB": a string attribute, sent as it is.
+    const res2 = new BoincResourceEmu(gm, ref, 'schedd2@submit.example.org');
+    const j1 = job(6002, 0, 'y', { vars: { rsc_memory_bound: '2GB' } });
+    const r1 = await res2.submit(res2.joinNew(j1));
+    expect(r1.rc).toBe(1);
+    expect(r1.error).toMatch(/rsc_memory_bound/);
+    expect(s.batches()).toEqual([]);
+    noAborts(gm);
+  });
+
   test('a batch missing on the server is submitted again; so is one that exists but is empty (crash recovery)', async () => {
     const s = await server();
     const gm = await gridmanager();

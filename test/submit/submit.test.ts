@@ -280,13 +280,18 @@ describe('checks before anything is created', () => {
       `BOINC_SUBMIT 91 ${b} uppercase`,
       `BOINC_SUBMIT 92 ${b} uppercase 2 ${j} 0 1 ${p} in NULL NULL NULL NULL NULL NULL`,
       `BOINC_SUBMIT 93 ${b} uppercase 1 ${j} 0 1 ${p} in NULL NULL NULL NULL NULL`,
-      `BOINC_SUBMIT 94 ${b} uppercase 1 ${j} 0 1 ${p} in NULL NULL abc NULL NULL NULL`,
       `BOINC_SUBMIT 95 ${b} uppercase 1 ${j} x 1 ${p} in`,
       `BOINC_SUBMIT 96 ${b} uppercase 1 ${j} 3 a b 1 ${p} in`,
       `BOINC_SUBMIT 97 ${b} uppercase 1 ${j} 0 2 ${p} in`,
       `BOINC_SUBMIT 98 ${b} uppercase 0`,
     ];
     for (const line of lines) expect((await env.gahp.request(line)).startsWith('E')).toBe(true);
+    // A job parameter is a string attribute of the job ad, sent as it is: a bad one is the
+    // submit's error result (an E would make the gridmanager EXCEPT), and nothing is created.
+    expect(await env.gahp.call(`BOINC_SUBMIT ${b} uppercase 1 ${j} 0 1 ${p} in NULL NULL abc NULL NULL NULL`)).toEqual([
+      'checking names and arguments: job parameter rsc_memory_bound must be a number, got "abc"',
+    ]);
+    expect(env.server.batches().some((x) => x.name === b)).toBe(false);
     // The GAHP is still fine.
     expect(await env.gahp.request('COMMANDS')).toContain('BOINC_SUBMIT');
   });
