@@ -9,7 +9,16 @@
  *   the named entries), entries that would land outside iwd refused; a spec naming the
  *   zip itself gets the archive.
  * A relative dst is under iwd; an absolute one is used as is. The instance's stderr is
- * appended to stderr_path (relative = under iwd; `/dev/null` = nowhere).
+ * appended to stderr_path (relative = under iwd; `/dev/null` or empty = nowhere).
+ *
+ * With transfer_output_files, a job whose ad has `output` set gets two more specs from the
+ * gridmanager (BoincJob::BuildOutputInfo, docs/gahp-protocol.md): (basename(Out), Out) and,
+ * when Err differs, (basename(Err), Err), Err being `/dev/null` when the job has none. A
+ * BOINC job has no stdout, and its stderr goes to stderr_path already: so the last spec,
+ * when it is (basename(stderr_path), stderr_path), is the stderr pair and is skipped, and
+ * the spec before it, when it is (basename(d), d), is the stdout pair: fetched when the app
+ * has an output of that name, skipped otherwise. Any other spec naming a file the job does
+ * not have fails the fetch.
  *
  * Everything is downloaded to hidden temp files beside the destinations first and renamed
  * into place only when all are complete: an error (an `ERROR: ` body, a refused zip, a
@@ -39,6 +48,18 @@ export interface FetchOutputRequest {
   stderrPath: string;
   mode: 'ALL' | 'SOME';
   specs: FetchSpec[];
+  /** The gridmanager's stdout pair (see above), fetched only when the job has that output. */
+  stdoutSpec?: FetchSpec;
+}
+
+/** Splits off the stdout and stderr pairs the gridmanager appends to SOME's specs (see above). */
+function gridmanagerPairs(specs: FetchSpec[], stderrPath: string): { specs: FetchSpec[]; stdoutSpec?: FetchSpec } {
+  const isPair = (s: FetchSpec | undefined) => s !== undefined && s.src === path.posix.basename(s.dst);
+  const last = specs[specs.length - 1];
+  if (!isPair(last) || last!.dst !== stderrPath) return { specs };
+  const before = specs[specs.length - 2];
+  if (!isPair(before)) return { specs: specs.slice(0, -1) };
+  return { specs: specs.slice(0, -2), stdoutSpec: before! };
 }
 
 export function parseFetchOutput(args: string[]): FetchOutputRequest {
@@ -46,19 +67,18 @@ export function parseFetchOutput(args: string[]): FetchOutputRequest {
   const [jobName, iwd, stderrPath, modeWord, countText] = args as [string, string, string, string, string];
   if (jobName.length === 0) throw new ArgumentError('job name is empty');
   if (!path.isAbsolute(iwd)) throw new ArgumentError(`iwd must be an absolute path, got ${JSON.stringify(iwd.slice(0, 100))}`);
-  if (stderrPath.length === 0) throw new ArgumentError('stderr path is empty');
   const mode = modeWord.toUpperCase();
   if (mode !== 'ALL' && mode !== 'SOME') throw new ArgumentError(`expected ALL or SOME, got ${JSON.stringify(modeWord.slice(0, 20))}`);
   const n = parseCount(countText, 'number of file specs', 1_000_000);
   if (args.length !== 5 + 2 * n) throw new ArgumentError(`${n} file specs need ${2 * n} names after the count, got ${args.length - 5}`);
   const specs: FetchSpec[] = [];
   for (let i = 0; i < n; i++) {
-    const src = args[5 + 2 * i]!;
-    const dst = args[6 + 2 * i]!;
-    if (src.length === 0 || dst.length === 0) throw new ArgumentError(`file spec ${i + 1} has an empty name`);
-    specs.push({ src, dst });
+    // An empty name (a remap to "", a `dir/` entry) fails when the command runs: an E here
+    // would make the gridmanager EXCEPT.
+    specs.push({ src: args[5 + 2 * i]!, dst: args[6 + 2 * i]! });
   }
-  return { jobName, iwd, stderrPath, mode, specs };
+  if (mode === 'ALL') return { jobName, iwd, stderrPath, mode, specs };
+  return { jobName, iwd, stderrPath, mode, ...gridmanagerPairs(specs, stderrPath) };
 }
 
 /** `%f` as C prints it: six decimals. */
@@ -104,8 +124,10 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRe
       const st = await fsp.stat(req.iwd).catch(() => undefined);
       if (!st?.isDirectory()) throw new Error(`iwd ${req.iwd} is not a directory`);
 
+      const empty = req.specs.findIndex((sp) => sp.src.length === 0 || sp.dst.length === 0);
+      if (empty >= 0) throw new Error(`file spec ${empty + 1} of job ${req.jobName} has an empty name`);
       const staging = new Staging();
-      const stderrPath = resolveUnder(req.iwd, req.stderrPath);
+      const stderrPath = resolveUnder(req.iwd, req.stderrPath.length > 0 ? req.stderrPath : '/dev/null');
       try {
         // A failed job (error instance) has no output files to fetch: only its stderr.
         if (hasCanonical) await stageOutputs(rpc, req, templates, staging, ctx.signal);
@@ -133,7 +155,8 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRe
 /** Destinations for each source name: ALL = every source (default iwd/<name>), SOME = named ones. */
 function plan(req: FetchOutputRequest, available: string[], isAvailable: (name: string) => boolean): Map<string, string[]> {
   const byName = new Map<string, string[]>();
-  for (const spec of req.specs) {
+  const specs = req.stdoutSpec && isAvailable(req.stdoutSpec.src) ? [...req.specs, req.stdoutSpec] : req.specs;
+  for (const spec of specs) {
     if (!isAvailable(spec.src)) {
       throw new Error(`requested output file ${spec.src} is not an output of job ${req.jobName} (outputs: ${available.slice(0, 20).join(', ')})`);
     }

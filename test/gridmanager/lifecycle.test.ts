@@ -95,7 +95,7 @@ async function passUntil(res: BoincResourceEmu, jobs: GridJob[], status: string,
 }
 
 describe('the gridmanager lifecycle against bin/boinc-gahp', () => {
-  test('start-up, submit, lease, full then partial queries, fetch (SOME with remaps), retire', async () => {
+  test('start-up, submit, lease, full then partial queries, fetch (SOME with remaps, stdout and stderr as the gridmanager adds them), retire', async () => {
     const s = await server();
     const gm = await gridmanager();
     expect(gm.version).toMatch(/^\$GahpVersion: \S+ \w{3} \d\d \d{4} .* \$$/);
@@ -105,8 +105,10 @@ describe('the gridmanager lifecycle against bin/boinc-gahp', () => {
     expect((await boincPing(gm, ref)).rc).toBe(0);
 
     const res = new BoincResourceEmu(gm, ref);
+    // Job 0 as most submit files have it; job 1 with `output` and `error` set: the
+    // gridmanager then appends (basename(Out), Out) and (basename(Err), Err) to the specs.
     const j0 = job(1001, 0, 'first job\n', { args: ['-n', '0'], transferOutput: ['out'], remaps: 'out = out.1001.0', err: 'job.0.err' });
-    const j1 = job(1001, 1, 'second job\n', { transferOutput: ['out'], remaps: 'out = results/out.1001.1', err: 'job.1.err' });
+    const j1 = job(1001, 1, 'second job\n', { transferOutput: ['out'], remaps: 'out = results/out.1001.1', out: 'job.1.out', err: 'job.1.err' });
     fs.mkdirSync(path.join(j1.iwd, 'results'));
     const batch = res.joinNew(j0);
     res.joinNew(j1);
@@ -161,6 +163,10 @@ describe('the gridmanager lifecycle against bin/boinc-gahp', () => {
     expect(gm.sent.find((l) => l.startsWith('BOINC_FETCH_OUTPUT'))).toMatch(/ \/dev\/null ALL 0$/);
     expect(fs.readFileSync(path.join(j.iwd, 'joined'), 'latin1')).toBe('all of it\nbee');
     expect(fs.existsSync(path.join(j.iwd, 'info'))).toBe(true);
+    // Err = "" in the job ad: an empty token; no stderr is written, nothing else changes.
+    const again = await boincFetchOutput(gm, ref, { ...j, err: '' });
+    expect(gm.sent.filter((l) => l.startsWith('BOINC_FETCH_OUTPUT')).at(-1)).toMatch(/ \S+ {2}ALL 0$/);
+    expect(again).toMatchObject({ rc: 0, exitStatus: 0 });
     noAborts(gm);
   });
 
