@@ -497,7 +497,7 @@ export function submitArgs(batchName: string, jobs: GridJob[]): string {
   }
   const v = jobs[0]!.vars ?? {};
   for (const k of ['rsc_fpops_est', 'rsc_fpops_bound', 'rsc_memory_bound', 'rsc_disk_bound', 'delay_bound', 'app_version_num'] as const) {
-    line += v[k] !== undefined && v[k] !== '' ? ' ' + escapeGahpString(v[k]!) : ' NULL';
+    line += v[k] !== undefined && v[k] !== '' ? ' ' + escapeGahpString(v[k]) : ' NULL';
   }
   return line;
 }
