@@ -270,11 +270,20 @@ describe('BOINC_SUBMIT parsing', () => {
     [['b', 'app']],
     [['b', 'app', '1', 'j', '0', '1', '/f']],
     [['b', 'app', '1', 'j', '0', '1', '/f', 'in', 'NULL']],
-    [['b', 'app', '1', 'j', '0', '1', '/f', 'in', '1', '2', '3', '4', '5', '1.5']],
-    [['b', 'app', '1', 'j', '0', '1', '/f', 'in', '1', '2', '3', '4', '5e', '1']],
     [['b', 'app', '1', 'j', '-1', '1', '/f', 'in']],
     [['b', 'app', '2', 'j', '0', '1', '/f', 'in']],
   ])('%j is an ArgumentError', (args) => {
     expect(() => parseSubmitArgs(args)).toThrow(ArgumentError);
+  });
+
+  // Job parameters are string attributes of the job ad, sent as they are: a bad one fails
+  // the submit as its result (validate.ts), never as an E, which aborts the gridmanager.
+  test.each([
+    [['1', '2', '3', '4', '5', '1.5'], 'job parameter app_version_num must be a non-negative integer, got 1.5'],
+    [['1', '2', '3', '4', '5e', '1'], 'job parameter delay_bound must be a number, got "5e"'],
+    [['1', '-2', '3', '4', '5', '1'], 'job parameter rsc_fpops_bound must not be negative, got -2'],
+  ])('job parameters %j: the submit fails with %s', (params, problem) => {
+    const req = parseSubmitArgs(['b', 'app', '1', 'j', '0', '1', '/f', 'in', ...params]);
+    expect(req.paramProblem).toBe(problem);
   });
 });
