@@ -47,6 +47,7 @@ export function openContext(cfg: BlahpConfig, log = loggerOf(cfg)): BlahpContext
     async binding() {
       const b = (await this.services()).session.bind();
       if (!b) throw new Error('no BOINC project selected');
+      if ('unusable' in b) throw new Error(b.unusable);
       return b;
     },
     async bound(request) {
