@@ -488,11 +488,6 @@ export function parseSubmitDescription(text: string, opts: ParseOptions): Submit
   }
 }
 
-/** Reads and parses a submit file. */
-export function parseSubmitFile(file: string, opts: Omit<ParseOptions, 'file'>): SubmitDescription {
-  return parseSubmitDescription(fs.readFileSync(file, 'utf8'), { ...opts, file });
-}
-
 /**
  * The output arguments HTCondor's gridmanager sends in BOINC_FETCH_OUTPUT for a job
  * (boincjob.cpp BuildOutputInfo): stderr path, ALL or SOME, and (src, dst) specs.

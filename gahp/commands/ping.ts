@@ -1,6 +1,7 @@
 /** BOINC_PING <reqid>: is the selected project answering, and does it accept our account? */
 import { expectArgCount, type AsyncCommand } from '../protocol/commands.js';
 import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
+import { untilAborted } from '../util.js';
 
 export function pingCommand(services: GahpServices): AsyncCommand<BoundRequest<Record<string, never>>> {
   return {
@@ -19,16 +20,4 @@ export function pingCommand(services: GahpServices): AsyncCommand<BoundRequest<R
       return ['NULL'];
     },
   };
-}
-
-function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(new Error('shutting down'));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(new Error('shutting down'));
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(
-      (v) => { signal.removeEventListener('abort', onAbort); resolve(v); },
-      (e: unknown) => { signal.removeEventListener('abort', onAbort); reject(e); },
-    );
-  });
 }

@@ -26,6 +26,7 @@ import { ArgumentError, expectArgCount, parseCount, parseNumber, type AsyncComma
 import type { QueryBatch2Reply } from '../../boinc-rpc/types.js';
 import type { LedgerQueryBatch } from '../ledger/types.js';
 import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
+import { yieldNow } from '../util.js';
 
 export interface QueryBatchesRequest {
   minModTime: string;
@@ -53,7 +54,6 @@ export function parseQueryBatches(args: string[]): QueryBatchesRequest {
   return { minModTime, batchNames };
 }
 
-const yieldNow = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Per batch name, the status of each job an answer reported. */
 export type ReportedJobs = ReadonlyMap<string, ReadonlyMap<string, string>>;

@@ -8,6 +8,7 @@
 import * as crypto from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
+import { pidAlive } from '../util.js';
 
 /** The temp name marker; `boinc-gahp status`/cleanup can recognise leftovers by it. */
 export const PART_MARKER = '.boinc-gahp-';
@@ -112,16 +113,6 @@ export async function ensureDirInside(root: string, rel: string): Promise<string
     if (!st.isDirectory()) throw new Error(`${dir} is not a directory`);
   }
   return dir;
-}
-
-function pidAlive(pid: number): boolean {
-  if (pid === process.pid) return true;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /**

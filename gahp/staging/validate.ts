@@ -5,6 +5,7 @@
  */
 import * as fs from 'node:fs';
 import type { SubmitJobSpec, SubmitRequest } from './parse.js';
+import { yieldNow } from '../util.js';
 
 /** A check failed: the batch fails with this message, and nothing was sent. */
 export class SubmitCheckError extends Error {
@@ -118,7 +119,7 @@ export async function checkInputFiles(paths: readonly string[]): Promise<Map<str
   let sliceStart = Date.now();
   for (let i = 0; i < paths.length; i++) {
     if ((i & 63) === 63 && Date.now() - sliceStart >= CHECK_SLICE_MS) {
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await yieldNow();
       sliceStart = Date.now();
     }
     const p = paths[i]!;

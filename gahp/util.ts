@@ -1,0 +1,82 @@
+/**
+ * Small helpers every part of the GAHP uses, in one place so they behave the same
+ * everywhere: waiting (abortable), yielding to the event loop, one-at-a-time work per key,
+ * and whether a process is alive.
+ *
+ * On abort, `sleep` returns early and never rejects: each caller then reports the abort in
+ * its own terms (a BoincRpcError, a staging or submit error); `untilAborted` rejects, for
+ * work that cannot be cancelled itself but whose result is no longer wanted.
+ */
+import { addAbortListener } from 'node:events';
+import { setImmediate as nextTurn, setTimeout as delay } from 'node:timers/promises';
+
+/** Waits ms milliseconds, or less if the signal fires first (then it returns at once). Never rejects. */
+export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return;
+  try {
+    await delay(ms, undefined, { signal });
+  } catch (err) {
+    if (!signal?.aborted) throw err;
+  }
+}
+
+/**
+ * The work's outcome, or a rejection with the signal's reason as soon as the signal fires
+ * (the work goes on, its late outcome ignored).
+ */
+export function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(abortReason(signal));
+  return new Promise<T>((resolve, reject) => {
+    const listener = addAbortListener(signal, () => reject(abortReason(signal)));
+    work.then(resolve, reject).finally(() => listener[Symbol.dispose]());
+  });
+}
+
+/** The signal's reason as an Error (AbortController.abort() without one gives a DOMException). */
+export function abortReason(signal: AbortSignal): Error {
+  const r: unknown = signal.reason;
+  return r instanceof Error ? r : new Error(typeof r === 'string' && r ? r : 'aborted');
+}
+
+/** Lets the event loop run (I/O, timers, other requests) before long CPU work goes on. */
+export function yieldNow(): Promise<void> {
+  return nextTurn();
+}
+
+/** Whether a process with this pid exists (EPERM: it exists, owned by another user). */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Runs async work one at a time per key, in the order asked (others keys run freely). A
+ * failure of one run does not stop the next. Keys with nothing queued are forgotten.
+ */
+export class KeyedLock {
+  private readonly tails = new Map<string, Promise<void>>();
+
+  async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.tails.get(key) ?? Promise.resolve();
+    let release!: () => void;
+    const tail = new Promise<void>((resolve) => { release = resolve; });
+    const chained = prev.then(() => tail);
+    this.tails.set(key, chained);
+    await prev;
+    try {
+      return await fn();
+    } finally {
+      release();
+      if (this.tails.get(key) === chained) this.tails.delete(key);
+    }
+  }
+
+  /** Keys with work running or queued (for tests). */
+  get size(): number {
+    return this.tails.size;
+  }
+}
