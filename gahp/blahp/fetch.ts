@@ -22,7 +22,7 @@ import { resolveUnder } from '../output/staging.js';
 import type { BlahpContext } from './context.js';
 import { jobName, type ParsedJobName } from './names.js';
 import {
-  batchFile, batchFinished, doneFile, fetchAttemptsFile, finalRecord, heldFile, jobSpecFile, leaseDue, liveBatches,
+  batchFile, batchFinished, doneFile, erroredRecord, fetchAttemptsFile, finalRecord, heldFile, jobSpecFile, leaseDue, liveBatches,
   type BatchRecord, type FinalRecord, type JobSpec, type StatusSnapshot,
 } from './records.js';
 import { readJson, sleep, tryLock, unlock, writeJsonAtomic } from './state.js';
@@ -34,17 +34,19 @@ const LINGER_MS = 3000;
 /** A worker never runs longer than this; the next status call starts a new one. */
 const MAX_RUN_MS = 30 * 60 * 1000;
 
-/** DONE jobs of the snapshot that have no final record yet. */
-function jobsToFetch(ctx: BlahpContext, skip: Set<string>): ParsedJobName[] {
+type FinishedJob = ParsedJobName & { failed: boolean };
+
+/** DONE and ERROR jobs of the snapshot that have no final record yet. */
+function jobsToFetch(ctx: BlahpContext, skip: Set<string>): FinishedJob[] {
   const snap = readJson<StatusSnapshot>(ctx.cfg.paths.statusSnapshot);
   if (!snap) return [];
-  const out: ParsedJobName[] = [];
+  const out: FinishedJob[] = [];
   for (const [batch, jobs] of Object.entries(snap.batches)) {
     for (const [name, status] of Object.entries(jobs)) {
-      if (status !== 'DONE' || skip.has(name)) continue;
+      if ((status !== 'DONE' && status !== 'ERROR') || skip.has(name)) continue;
       const m = /_(\d+)$/.exec(name);
       if (!m) continue;
-      const job = { jobName: name, batch, n: Number(m[1]) };
+      const job = { jobName: name, batch, n: Number(m[1]), failed: status === 'ERROR' };
       if (!finalRecord(ctx, job)) out.push(job);
     }
   }
@@ -72,7 +74,7 @@ export async function runFetcher(ctx: BlahpContext): Promise<number> {
       const worker = async () => {
         while (next < work.length) {
           const job = work[next++]!;
-          if (await fetchJob(ctx, job)) fetched++;
+          if (await (job.failed ? fetchFailed(ctx, job) : fetchJob(ctx, job))) fetched++;
           else failed.add(job.jobName);
         }
       };
@@ -152,6 +154,28 @@ export async function fetchJob(ctx: BlahpContext, job: ParsedJobName): Promise<b
     writeJsonAtomic(fetchAttemptsFile(ctx, job), { attempts, error: msg });
     return false;
   }
+}
+
+/**
+ * A job BOINC gave up on: held. When the server reports its failed instance (the real
+ * server does not: it reports only successful ones), the instance's stderr is appended to
+ * Err through BOINC_FETCH_OUTPUT and its exit status goes into the hold reason.
+ */
+export async function fetchFailed(ctx: BlahpContext, job: ParsedJobName): Promise<boolean> {
+  const spec = readJson<JobSpec>(jobSpecFile(ctx, job.batch, job.n));
+  let detail = '';
+  if (spec) {
+    const req: FetchOutputRequest = { jobName: job.jobName, iwd: spec.iwd, stderrPath: spec.stderr ?? '/dev/null', mode: 'SOME', specs: [] };
+    try {
+      const tokens = await fetchOutputCommand(await ctx.services()).run(await ctx.bound(req), ctx.handler(`failed ${job.jobName}`, ctx.cfg.rpcTimeoutMs * 3));
+      detail = `: its instance ended with exit status ${tokens[1] ?? '?'}${spec.stderr && spec.stderr !== '/dev/null' ? ` (its stderr is in ${spec.stderr})` : ''}`;
+    } catch (err) {
+      if (err instanceof BoincRpcError && err.kind === 'transport') return false;
+      ctx.log.debug(`blahp: no details of failed job ${job.jobName}: ${(err as Error).message}`);
+    }
+  }
+  writeJsonAtomic(heldFile(ctx, job), erroredRecord(job, detail));
+  return true;
 }
 
 function hold(ctx: BlahpContext, job: ParsedJobName, reason: string): void {

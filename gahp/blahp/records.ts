@@ -103,11 +103,13 @@ export function finalRecord(ctx: BlahpContext, job: ParsedJobName): FinalRecord 
 }
 
 /** A job BOINC gave up on: held, with the reason. */
-export function erroredRecord(job: ParsedJobName): FinalRecord {
+export function erroredRecord(job: ParsedJobName, detail = ''): FinalRecord {
   return {
     kind: 'held',
     at: Date.now(),
-    reason: `BOINC gave up on job ${job.jobName}: its instances failed (or it was aborted on the server); BOINC reports no exit code or output for such a job`,
+    reason: detail
+      ? `BOINC gave up on job ${job.jobName}${detail}`
+      : `BOINC gave up on job ${job.jobName}: its instances failed (or it was aborted on the server); BOINC reports no exit code or output for such a job`,
     code: 0,
   };
 }

@@ -1,16 +1,13 @@
 /**
  * Refreshing the shared status snapshot (status.ts): one BOINC_QUERY_BATCHES over every
- * live batch, then BOINC's failures recorded and the background worker started when it
- * has work. Loaded only by the status call that holds `status.lock` (the others never load
+ * live batch, then the background worker started when it has work. Loaded only by the status call that holds `status.lock` (the others never load
  * the RPC stack).
  */
 import { queryBatchesCommand } from '../commands/query-batches.js';
 import type { BlahpContext } from './context.js';
 import type { ParsedJobName } from './names.js';
 import { writeJsonAtomic } from './state.js';
-import {
-  batchFile, batchFinished, ensureFetcher, erroredRecord, finalRecord, heldFile, leaseDue, liveBatches, type BatchRecord, type StatusSnapshot,
-} from './records.js';
+import { batchFile, batchFinished, ensureFetcher, finalRecord, leaseDue, liveBatches, type BatchRecord, type StatusSnapshot } from './records.js';
 
 /** One BOINC_QUERY_BATCHES over every live batch (and `also`); writes and returns the snapshot. */
 export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined, also: string, budgetMs: number): Promise<StatusSnapshot | undefined> {
@@ -64,9 +61,9 @@ export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined
 }
 
 /**
- * After a refresh, the local part of the chores: record the jobs BOINC gave up on and the
- * batches it no longer has; start the background worker (fetch.ts) when there are outputs
- * to fetch, leases to renew or batches to retire.
+ * After a refresh, the local part of the chores: record the batches BOINC no longer has;
+ * start the background worker (fetch.ts) when jobs finished (outputs to fetch, or a failed
+ * job's details), leases are due or batches can be retired.
  */
 async function chores(ctx: BlahpContext, snap: StatusSnapshot, live: BatchRecord[]): Promise<void> {
   let needFetch = false;
@@ -76,9 +73,7 @@ async function chores(ctx: BlahpContext, snap: StatusSnapshot, live: BatchRecord
       const m = /_(\d+)$/.exec(name);
       if (!m) continue;
       const job: ParsedJobName = { jobName: name, batch, n: Number(m[1]) };
-      if (finalRecord(ctx, job)) continue;
-      if (status === 'DONE') needFetch = true;
-      else writeJsonAtomic(heldFile(ctx, job), erroredRecord(job));
+      if (!finalRecord(ctx, job)) needFetch = true;
     }
   }
   if (needFetch) ensureFetcher(ctx);

@@ -12,13 +12,14 @@
  *
  * States: UNSENT 1; IN_PROGRESS 2; DONE 2 until the outputs are in place, then 4 with the
  * exit code and times; cancelled through boinc_cancel.sh 3; ERROR (BOINC gave up: all
- * instances failed, or the job was aborted on the server) 5 with the reason.
+ * instances failed, or the job was aborted on the server) 2 until the background worker
+ * has asked for its details, then 5 with the reason.
  */
 import type { BlahpContext } from './context.js';
 import { errorLine, statusLine, type AdValue } from './classad.js';
 import { jobNameFromId, type ParsedJobName } from './names.js';
 import { readJson, sleep, tryLock, unlock, writeJsonAtomic } from './state.js';
-import { ensureFetcher, erroredRecord, finalRecord, heldFile, type FinalRecord, type StatusSnapshot } from './records.js';
+import { ensureFetcher, finalRecord, heldFile, type FinalRecord, type StatusSnapshot } from './records.js';
 
 /** After a failed refresh, calls answer from the old snapshot this long before trying again. */
 const RETRY_AFTER_FAILURE_MS = 5000;
@@ -69,8 +70,9 @@ async function statusOf(ctx: BlahpContext, id: string): Promise<string> {
       return statusLine(job.jobName, 1);
     case 'IN_PROGRESS':
       return statusLine(job.jobName, 2);
-    case 'DONE': {
-      // Outputs first: 4 only once they are in place.
+    case 'DONE':
+    case 'ERROR': {
+      // Outputs (or a failed job's stderr and exit status) first: the final state only once they are in place.
       ensureFetcher(ctx);
       const deadline = Date.now() + WAIT_FOR_FETCH_MS;
       for (;;) {
@@ -79,11 +81,6 @@ async function statusOf(ctx: BlahpContext, id: string): Promise<string> {
         if (Date.now() >= deadline) return statusLine(job.jobName, 2);
         await sleep(100);
       }
-    }
-    case 'ERROR': {
-      const rec = erroredRecord(job);
-      writeJsonAtomic(heldFile(ctx, job), rec);
-      return finalLine(job, rec);
     }
     default:
       return errorLine(`job ${job.jobName} has BOINC status ${status}, unknown here`);
