@@ -11,11 +11,14 @@
  *     and 4 are already on their way, and are cancelled if a file fails);
  *  3. get_templates(app), sent together with step 4's query_batch: each job's input count
  *     must match the input template; when every job's dst_names are the template's
- *     open_names, inputs go in template order;
+ *     open_names, inputs go in template order. The template last seen for the project and
+ *     app is used without waiting (it is cached in this GAHP); the fresh answer must agree
+ *     before submit_batch, else the jobs are checked and ordered again by it;
  *  4. meanwhile, from step 2 on: MD5 of each unique path (persistent cache, worker-thread
- *     pool); and what the server and the ledger know of a batch of this name (query_batch):
+ *     pool); and what the server and the ledger know of a batch of this name (query_batch,
+ *     sent only when the ledger knows the name or may miss records of another process):
  *     - none: create it (ledger 'creating' first, then create_batch with expire_time = now +
- *       lease, then ledger 'staging' with its id);
+ *       lease, then ledger 'staging' with its id, written while staging starts);
  *     - one in init state holding none of our jobs or only some of them (an earlier attempt
  *       died): reuse it, submitting only the missing jobs;
  *     - one holding exactly our jobs: success, nothing created;
@@ -25,6 +28,8 @@
  *     upload_files requests, recovery through query_files without batch_id);
  *  6. submit_batch into that batch id: jobs in order, job params, app_version_num; ledger
  *     'submitted'.
+ * So a warm submit (template seen before, hashes cached, files on the server, a new batch
+ * name) waits for three calls one after another: create_batch, query_files, submit_batch.
  * Commands for one batch (name, project and account) run one at a time in this GAHP, each
  * against the project selected when its line was read. Hashing and staging report progress
  * to services.progress, if set (at a bounded rate; never on the protocol).
@@ -35,7 +40,7 @@
  */
 import type { BigIntStats } from 'node:fs';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
-import type { BoincRpc, QueryBatchReply, SubmitJob } from '../../boinc-rpc/types.js';
+import type { AppTemplates, BoincRpc, QueryBatchReply, SubmitJob } from '../../boinc-rpc/types.js';
 import type { AsyncCommand, HandlerContext } from '../protocol/commands.js';
 import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
 import type { ProjectBinding } from '../session.js';
@@ -80,6 +85,8 @@ async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   signal?.throwIfAborted();
 }
 
+const sameNames = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((n, i) => n === b[i]);
+
 const noSuchBatch = (err: unknown) => err instanceof BoincRpcError && err.kind === 'server' && /no such batch|no batch named/i.test(err.serverMessage);
 
 /**
@@ -111,6 +118,13 @@ async function findBatch(rpc: BoincRpc, batchName: string, knownId: number | und
 
 export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest<SubmitRequest>> {
   const locks = new Map<string, Promise<unknown>>();
+  /**
+   * The input template last seen per project and app. Apps rarely change, so a submit
+   * orders and checks its inputs with this one and does not wait for get_templates before
+   * creating the batch; the fresh answer (asked for every time, alongside) is compared
+   * before submit_batch, and a changed template is used instead (or fails the batch).
+   */
+  const templateCache = new Map<string, AppTemplates>();
   let cache: Promise<HashCache> | undefined;
   let pool: HashPool | undefined;
   /** The hash cache is loaded on the first submit, in slices (a big one must not stall the protocol loop). */
@@ -146,8 +160,21 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
     const lookups = new AbortController();
     const lookupSignal = AbortSignal.any([signal, lookups.signal]);
     const record = ledger.get(project.url, req.batchName);
+    const templateKey = `${project.url}\n${req.appName}`;
+    const cachedTemplates = templateCache.get(templateKey);
     const templatesP = rpc.getTemplates({ appName: req.appName, signal: lookupSignal });
-    const existingP = findBatch(rpc, req.batchName, record?.batchId, lookupSignal);
+    templatesP.then(
+      (t) => templateCache.set(templateKey, t),
+      (err: unknown) => {
+        if (err instanceof BoincRpcError && err.kind === 'server') templateCache.delete(templateKey);
+      },
+    );
+    // A batch name the ledger does not know was never created by a GAHP on this state
+    // directory ('creating' is durable before create_batch goes out): no query_batch is
+    // needed then, unless another process writes to the ledger too (its records may be
+    // missing here). HTCondor's batch names are unique per schedd and submit time.
+    const lookUp = record !== undefined || ledger.mayMissRecords();
+    const existingP = lookUp ? findBatch(rpc, req.batchName, record?.batchId, lookupSignal) : Promise.resolve(undefined);
     templatesP.catch(() => undefined);
     existingP.catch(() => undefined);
 
@@ -181,10 +208,26 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
       log.info(`${tag}: ${req.jobs.length} jobs, ${stats.size} input paths (${h.fromCache} hashes cached, ${h.hashed} hashed, ${h.hashedBytes} bytes) in ${tHashed - t0} ms`);
     }, () => hashProgress.stop());
 
-    // 3. Template: counts and order.
-    const templates = await step('get_templates', () => templatesP);
-    const { jobs, reordered } = await step('checking input files against the app template', () => orderInputs(req.jobs, templates.inputOpenNames));
-    if (reordered) log.debug(`${tag}: inputs put in template order (${templates.inputOpenNames.join(', ')})`);
+    // 3. Template: counts and order, from the cached template when there is one (checked
+    // against the fresh answer before submit_batch); a job that does not fit the cached one
+    // waits for the fresh one before failing.
+    const fitTemplate = (t: AppTemplates) => step('checking input files against the app template', () => orderInputs(req.jobs, t.inputOpenNames));
+    let usedTemplates: AppTemplates | undefined;
+    let fitted: { jobs: SubmitJobSpec[]; reordered: boolean } | undefined;
+    if (cachedTemplates) {
+      try {
+        fitted = await fitTemplate(cachedTemplates);
+        usedTemplates = cachedTemplates;
+      } catch {
+        // The app may have changed: decide on the fresh template below.
+      }
+    }
+    if (!fitted) {
+      usedTemplates = await step('get_templates', () => templatesP);
+      fitted = await fitTemplate(usedTemplates);
+    }
+    let { jobs } = fitted;
+    if (fitted.reordered) log.debug(`${tag}: inputs put in template order (${usedTemplates!.inputOpenNames.join(', ')})`);
 
     // 4. What exists already.
     const existing = await step('looking for an existing batch (query_batch)', () => existingP);
@@ -209,6 +252,7 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
 
     let batchId: number;
     let toSubmit: SubmitJobSpec[] = jobs;
+    let stagingRecorded: Promise<unknown> = Promise.resolve();
     if (existing) {
       if (existing.state !== 0) {
         throw new SubmitError(`batch ${req.batchName} already exists on the server in state ${existing.state} with ${present.size} of the ${ours.size} jobs: it cannot take more`);
@@ -239,7 +283,10 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
       await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'creating', physFiles: [], jobs: {} });
       const expireTime = Math.floor(Date.now() / 1000) + config.defaultLeaseSeconds;
       batchId = await step('create_batch', () => createBatch(rpc, req, expireTime, signal));
-      await ledger.upsert(project.url, req.batchName, { state: 'staging', batchId, leaseExpiresAt: expireTime });
+      // Not waited for here: staging starts at once. Until this is durable a crash leaves
+      // 'creating', whose repeat finds the batch by name (query_batch).
+      stagingRecorded = ledger.upsert(project.url, req.batchName, { state: 'staging', batchId, leaseExpiresAt: expireTime });
+      stagingRecorded.catch(() => undefined);
       if (record?.batchId !== undefined && record.batchId !== batchId) log.info(`${tag}: the ledger's batch ${record.batchId} is gone from the server`);
     }
 
@@ -291,6 +338,29 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
       await stager.finish().catch(() => undefined);
       throw err;
     }
+    // Checked and ordered with the cached template: the fresh one (answered long ago,
+    // during create_batch) must agree, else the jobs are checked and ordered again by it.
+    if (usedTemplates === cachedTemplates && cachedTemplates !== undefined) {
+      const fresh = await step('get_templates', () => templatesP).catch(async (err: unknown) => {
+        uploadProgress.stop();
+        stager.abort(err);
+        await stager.finish().catch(() => undefined);
+        throw err;
+      });
+      if (!sameNames(fresh.inputOpenNames, cachedTemplates.inputOpenNames)) {
+        log.info(`${tag}: the app's input template changed since the last submit (${cachedTemplates.inputOpenNames.join(', ')} -> ${fresh.inputOpenNames.join(', ')}): inputs checked and ordered again`);
+        try {
+          jobs = (await fitTemplate(fresh)).jobs;
+        } catch (err) {
+          uploadProgress.stop();
+          stager.abort(err);
+          await stager.finish().catch(() => undefined);
+          throw new SubmitError(`${reason(err)} (batch ${req.batchName} was created with no jobs; a corrected BOINC_SUBMIT of the same batch name fills it)`);
+        }
+        const still = new Set(toSubmit.map((j) => j.name));
+        toSubmit = jobs.filter((j) => still.has(j.name));
+      }
+    }
     // The jobs as BOINC gets them, built while the last files are staged.
     const boincJobs: SubmitJob[] = toSubmit.map((job) => ({
       name: job.name,
@@ -304,6 +374,8 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
     uploadProgress.finish();
     const tStaged = Date.now();
     log.info(`${tag}: ${distinct.size} distinct files: ${report.present} already on the server, ${report.uploaded} uploaded (${report.uploadedBytes} bytes, ${report.uploadRequests} upload_files requests, ${report.recoveries} recoveries), staged ${tStaged - Math.max(tStage, tHashed)} ms after the last hash`);
+
+    await step('recording the batch in the ledger', () => stagingRecorded);
 
     // 6. Submit the jobs.
     const submitted = step('submit_batch', () => submitBatch(rpc, req, batchId, boincJobs, signal));

@@ -89,6 +89,10 @@ export class JournalLedger implements Ledger {
   private readonly compactRatio: number;
   /** This process's registration as a writer (removed by close()). */
   private writerFile: string | undefined;
+  /** Inode of the journal this process read and writes (a compaction elsewhere changes it). */
+  private fileIno: number | undefined;
+  /** Another process wrote to the journal after this one read it: get() may miss its records. */
+  private foreignWrites = false;
 
   private constructor(readonly file: string, readonly_: boolean, opts: JournalLedgerOptions = {}) {
     this.readonly = readonly_;
@@ -119,6 +123,7 @@ export class JournalLedger implements Ledger {
         size++;
       }
     }
+    ledger.fileIno = fs.fstatSync(fd).ino;
     fs.closeSync(fd);
     ledger.journalBytes = size;
     ledger.baseBytes = Math.min(size, bytes);
@@ -200,6 +205,20 @@ export class JournalLedger implements Ledger {
     }
     if (parts.length === 0) return '';
     return `{"op":"query","p":${JSON.stringify(projectUrl)},"t":${t},"st":${JSON.stringify(serverTime)},"b":{${parts.join(',')}}}`;
+  }
+
+  mayMissRecords(): boolean {
+    if (this.readonly || this.foreignWrites || this.writing || this.queue.length > 0) return true;
+    if (this.otherWriters()) return true;
+    // Written by someone else since (appended, or replaced by a compaction): not replayed here.
+    let st: fs.Stats;
+    try {
+      st = fs.statSync(this.file);
+    } catch {
+      return this.journalBytes > 0;
+    }
+    if (st.size !== this.journalBytes) return true;
+    return this.fileIno !== undefined && st.ino !== this.fileIno;
   }
 
   async close(): Promise<void> {
@@ -324,17 +343,30 @@ export class JournalLedger implements Ledger {
   private async handle(): Promise<fsp.FileHandle> {
     if (this.fh) {
       // Another process may have compacted (replaced) the journal: write to the new file.
-      const [mine, current] = await Promise.all([this.fh.stat(), fsp.stat(this.file).catch(() => undefined)]);
-      if (!current || current.ino !== mine.ino || current.dev !== mine.dev) {
+      // Synchronous stats: microseconds, where two thread-pool round trips cost
+      // milliseconds on a busy machine (and every BOINC_SUBMIT waits for a few appends).
+      let replaced: boolean;
+      try {
+        const mine = fs.fstatSync(this.fh.fd);
+        const current = fs.statSync(this.file);
+        replaced = current.ino !== mine.ino || current.dev !== mine.dev;
+      } catch {
+        replaced = true;
+      }
+      if (replaced) {
         const old = this.fh;
         this.fh = undefined;
         await old.close().catch(() => undefined);
         this.needNewline = false;
+        this.foreignWrites = true;
       }
     }
     if (!this.fh) {
       this.fh = await fsp.open(this.file, 'a', 0o600);
-      this.journalBytes = (await this.fh.stat()).size;
+      const st = fs.fstatSync(this.fh.fd);
+      if (st.size !== this.journalBytes || (this.fileIno !== undefined && st.ino !== this.fileIno)) this.foreignWrites = true;
+      this.fileIno = st.ino;
+      this.journalBytes = st.size;
     }
     return this.fh;
   }
@@ -385,6 +417,9 @@ export class JournalLedger implements Ledger {
     this.fh = undefined;
     await fh.close().catch(() => undefined);
     this.journalBytes = this.baseBytes = bytes;
+    // Memory was rebuilt from the file just replaced: it holds everyone's records again.
+    this.fileIno = fs.statSync(this.file).ino;
+    this.foreignWrites = false;
   }
 
   private compactSync(): void {

@@ -138,7 +138,13 @@ describe('faults during staging', () => {
 describe('repeat safety', () => {
   test('a batch left empty on the server, some files already linked to it, is reused without re-linking errors', async () => {
     const { batch, jobs, line, contents } = makeBatch(6, 12);
-    // An earlier attempt created the batch and staged some of the files (linked to it).
+    // An earlier attempt created the batch and staged some of the files (linked to it),
+    // then died: the ledger says 'creating' (written before create_batch went out).
+    await env.restart(async () => {
+      const ledger = JournalLedger.open(env.stateDir);
+      await ledger.upsert(env.server.url, batch, { app: 'uppercase', state: 'creating', physFiles: [], jobs: {} });
+      await ledger.close();
+    }, { logFile });
     const batchId = await env.rpc.createBatch({ batchName: batch, appName: 'uppercase', expireTime: Math.floor(Date.now() / 1000) + 60 });
     const pre = path.join(env.dir, 'pre-linked.txt');
     fs.writeFileSync(pre, contents[0]!);
