@@ -11,6 +11,7 @@ import * as fs from 'node:fs';
 import { createHash } from 'node:crypto';
 import type { WorkerHashRequest, WorkerHashResult } from './hash-types.js';
 import { fileKey, sameFileKey } from './hash-key.js';
+import { hashFileSync } from './hash-file.js';
 
 const CHUNK = 4 * 1024 * 1024;
 let buffers: [Buffer, Buffer] | undefined;
@@ -25,6 +26,14 @@ function read(fd: number, buf: Buffer): Promise<number> {
  * asynchronously into the second buffer while the first is hashed.
  */
 async function hashOne(path: string): Promise<WorkerHashResult> {
+  buffers ??= [Buffer.allocUnsafe(CHUNK), Buffer.allocUnsafe(CHUNK)];
+  let size: number;
+  try {
+    size = fs.statSync(path).size;
+  } catch {
+    size = 0; // hashFileSync reports the error
+  }
+  if (size <= CHUNK) return hashFileSync(path, buffers[0]!);
   let fd: number | undefined;
   try {
     fd = fs.openSync(path, 'r');
@@ -32,24 +41,13 @@ async function hashOne(path: string): Promise<WorkerHashResult> {
     if (!st.isFile()) return { path, error: 'not a regular file' };
     const before = fileKey(st);
     const hashedAtMs = Date.now();
-    buffers ??= [Buffer.allocUnsafe(CHUNK), Buffer.allocUnsafe(CHUNK)];
     const hash = createHash('md5');
-    // Reads stop at the size fstat gave (one read for a small file); a file that grows or
-    // shrinks meanwhile is caught by the second fstat.
-    const size = Number(st.size);
-    if (size <= CHUNK) {
-      const buf = buffers[0];
-      let total = 0;
-      while (total < size) {
-        const n = fs.readSync(fd, buf, total, size - total, null);
-        if (n === 0) break;
-        total += n;
-      }
-      hash.update(buf.subarray(0, total));
-    }
+    // Reads stop at the size fstat gave; a file that grows or shrinks meanwhile is caught
+    // by the second fstat.
+    size = Number(st.size);
     let total = 0;
     let cur = 0;
-    let pending: Promise<number> | undefined = size > CHUNK ? read(fd, buffers[cur]!) : undefined;
+    let pending: Promise<number> | undefined = size > 0 ? read(fd, buffers[cur]!) : undefined;
     while (pending) {
       const n = await pending;
       pending = undefined;

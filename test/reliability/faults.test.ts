@@ -15,6 +15,7 @@ import * as path from 'node:path';
 import { batchName, esc, jobName, startEnv, submitBatch, type Env } from '../commands/helpers.js';
 import type { FaultKind, FaultSpec } from '../../fixtures/test-server/types.js';
 import { makeTempDir } from '../support/gahp-process.js';
+import { JournalLedger } from '../../gahp/ledger/journal-ledger.js';
 import { submitLine, writeInput, expectOneCompleteBatch, type LineJob } from '../submit/support.js';
 import { SOAK, expectLedgerMatchesServer, pool, tempFiles, walk } from './support.js';
 
@@ -36,13 +37,18 @@ interface Target {
   command: Command;
   /** Skip this many matching requests first. */
   after?: number;
+  /**
+   * The ledger knows the batch name before the command (an earlier attempt recorded
+   * 'creating' and died before create_batch): BOINC_SUBMIT sends query_batch only then.
+   */
+  ledgerKnows?: boolean;
 }
 
 const S = 'submit_rpc_handler.php' as const;
 const TARGETS: Target[] = [
   { rpc: 'ping', script: S, command: 'ping' },
   { rpc: 'get_templates', script: S, command: 'submit' },
-  { rpc: 'query_batch', script: S, command: 'submit' },
+  { rpc: 'query_batch', script: S, command: 'submit', ledgerKnows: true },
   { rpc: 'create_batch', script: S, command: 'submit' },
   { rpc: 'query_files', script: 'job_file.php', command: 'submit' },
   // The second upload_files of three: one group is already stored.
@@ -152,6 +158,8 @@ interface Prepared {
   after?: () => void;
   /** Directory the command writes into (fetch). */
   outDir?: string;
+  /** The batch a submit creates. */
+  batch?: string;
 }
 
 function prepare(w: Worker, c: Case): Prepared {
@@ -169,7 +177,7 @@ function prepare(w: Worker, c: Case): Prepared {
         jobs.push({ name: jobName(batch, 100 + n, i), inputs: [[p, 'in']] });
       }
       const check = () => expectOneCompleteBatch(env.server, batch, jobs.map((j) => j.name));
-      return { words: `BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, check };
+      return { words: `BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, check, batch };
     }
     case 'query':
       return {
@@ -229,6 +237,11 @@ async function runCase(w: Worker, c: Case): Promise<Outcome> {
     const f = writeInput(env.dir, `retire${w.seq}.txt`, `retire ${batch}\n`);
     const r = await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', [{ name: jobName(batch, 3, 0), inputs: [[f, 'in']] }])}`, 60_000);
     if (r[0] !== 'NULL') throw new Error(`retire set-up failed: ${r.join(' ')}`);
+  }
+  if (c.target.ledgerKnows && p.batch) {
+    const ledger = JournalLedger.open(w.stateDir);
+    await ledger.upsert(env.server.url, p.batch, { app: 'uppercase', state: 'creating', physFiles: [], jobs: {} });
+    await ledger.close();
   }
   env.server.clearFaults();
   env.server.injectFault({ script: c.target.script, rpc: c.target.rpc, kind: c.kind, count: c.persistent ? 100_000 : 1, after: c.target.after ?? 0, delayMs: 3000 });

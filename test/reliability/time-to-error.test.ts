@@ -11,6 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { batchName, esc, jobName, startEnv, type Env } from '../commands/helpers.js';
 import type { FaultSpec } from '../../fixtures/test-server/types.js';
+import { JournalLedger } from '../../gahp/ledger/journal-ledger.js';
 import { makeTempDir } from '../support/gahp-process.js';
 import { submitLine, writeInput, type LineJob } from '../submit/support.js';
 import { pool, tempFiles } from './support.js';
@@ -30,12 +31,17 @@ interface Case {
   rpc?: string;
   script?: FaultSpec['script'];
   after?: number;
+  /**
+   * The ledger knows the batch name before the command (an earlier attempt recorded
+   * 'creating' and died before create_batch): BOINC_SUBMIT sends query_batch only then.
+   */
+  ledgerKnows?: boolean;
 }
 
 const CASES: Case[] = [
   { command: 'ping', rpc: 'ping', script: S },
   { command: 'submit', rpc: 'get_templates', script: S },
-  { command: 'submit', rpc: 'query_batch', script: S },
+  { command: 'submit', rpc: 'query_batch', script: S, ledgerKnows: true },
   { command: 'submit', rpc: 'create_batch', script: S },
   { command: 'submit', rpc: 'query_files', script: J },
   { command: 'submit', rpc: 'upload_files', script: J, after: 1 },
@@ -74,7 +80,7 @@ async function startWorker(w: number): Promise<Worker> {
   return { env, stateDir, doneBatch, doneJobs: jobs.map((j) => j.name), seq: 0 };
 }
 
-async function words(w: Worker, c: Case): Promise<{ words: string; outDir?: string }> {
+async function words(w: Worker, c: Case): Promise<{ words: string; outDir?: string; batch?: string }> {
   const { env } = w;
   const n = w.seq++;
   switch (c.command) {
@@ -87,7 +93,7 @@ async function words(w: Worker, c: Case): Promise<{ words: string; outDir?: stri
         const p = writeInput(env.dir, `in${n}/f${i}.txt`, `case ${n} file ${i}\n`);
         jobs.push({ name: jobName(batch, 100 + n, i), inputs: [[p, 'in']] });
       }
-      return { words: `BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}` };
+      return { words: `BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, batch };
     }
     case 'query':
       return { words: `BOINC_QUERY_BATCHES 0 1 ${esc(w.doneBatch)}` };
@@ -114,6 +120,11 @@ interface Outcome {
 async function runCase(w: Worker, c: Case): Promise<Outcome> {
   const { env } = w;
   const p = await words(w, c);
+  if (c.ledgerKnows && p.batch) {
+    const ledger = JournalLedger.open(w.stateDir);
+    await ledger.upsert(env.server.url, p.batch, { app: 'uppercase', state: 'creating', physFiles: [], jobs: {} });
+    await ledger.close();
+  }
   env.server.clearFaults();
   const scripts = c.script ? [c.script] : [S, J, G];
   for (const script of scripts) env.server.injectFault({ script, ...(c.rpc ? { rpc: c.rpc } : {}), kind: 'hang', count: 100_000, after: c.after ?? 0 });

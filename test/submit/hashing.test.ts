@@ -7,7 +7,7 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { HashCache, HASH_CACHE_FILE } from '../../gahp/staging/hash-cache.js';
-import { isRacy } from '../../gahp/staging/hash-key.js';
+import { fileKey, isRacy } from '../../gahp/staging/hash-key.js';
 import { parseSubmitArgs } from '../../gahp/staging/parse.js';
 import { ArgumentError } from '../../gahp/protocol/commands.js';
 import { makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
@@ -27,6 +27,7 @@ afterAll(() => {
 });
 
 const md5 = (b: Buffer) => crypto.createHash('md5').update(b).digest('hex');
+const fileKeyOf = (p: string) => fileKey(fs.statSync(p, { bigint: true }));
 
 test('the worker pool hashes like node:crypto, at 4 MiB chunk boundaries and for many files at once', async () => {
   const { hashFiles } = await loadHashing();
@@ -51,6 +52,56 @@ test('the worker pool hashes like node:crypto, at 4 MiB chunk boundaries and for
   expect(await hashFiles(files, 2)).toEqual(want);
   expect(await hashFiles(files.slice(0, 1), 3)).toEqual(want.slice(0, 1));
   await expect(hashFiles([path.join(dir, 'nope')], 1)).rejects.toThrow(/nope.*ENOENT/);
+});
+
+test('hashSources: a few small files are hashed on the main thread (no worker started), many bytes by the pool; both like node:crypto, both cached', async () => {
+  const { hashSources, HashPool, INLINE_HASH_BYTES } = await loadHashing();
+  const { HashCache: DistCache } = (await import(path.join(REPO_ROOT, 'dist', 'gahp', 'staging', 'hash-cache.js'))) as typeof import('../../gahp/staging/hash-cache.js');
+  /** A real pool that counts the hash() calls it gets. */
+  class CountingPool extends HashPool {
+    calls = 0;
+    override hash(...args: Parameters<InstanceType<typeof HashPool>['hash']>) {
+      this.calls++;
+      return super.hash(...args);
+    }
+  }
+  const write = (name: string, n: number): [string, string] => {
+    const b = crypto.randomBytes(n);
+    const p = path.join(dir, name);
+    fs.writeFileSync(p, b);
+    return [p, md5(b)];
+  };
+  const statsOf = (ps: string[]) => new Map(ps.map((p) => [p, fs.statSync(p, { bigint: true })] as const));
+  const stateDir = makeTempDir('boinc-gahp-hash-state-');
+  const pool = new CountingPool(2);
+  try {
+    const cache = DistCache.open(stateDir);
+    const small = [0, 1, 65536, 3 * 1024 * 1024 + 5].map((n, i) => write(`inline${i}`, n));
+    const seen: string[] = [];
+    const r1 = await hashSources(statsOf(small.map(([p]) => p)), cache, pool, undefined, (p) => seen.push(p));
+    expect(pool.calls).toBe(0);
+    expect(small.map(([p]) => r1.files.get(p)!.md5)).toEqual(small.map(([, m]) => m));
+    expect(seen.sort()).toEqual(small.map(([p]) => p).sort());
+    expect(r1.hashed).toBe(4);
+
+    const big = Array.from({ length: 3 }, (_, i) => write(`pooled${i}`, Math.ceil(INLINE_HASH_BYTES / 2)));
+    const r2 = await hashSources(statsOf(big.map(([p]) => p)), cache, pool);
+    expect(pool.calls).toBe(1);
+    expect(big.map(([p]) => r2.files.get(p)!.md5)).toEqual(big.map(([, m]) => m));
+    cache.close();
+
+    // Both kinds were recorded; a hash taken within 50 ms of a write is racy and never
+    // kept, so what the cache answers is checked, not that it answers.
+    const reopened = DistCache.open(stateDir);
+    for (const [p, m] of [...small, ...big]) {
+      const hit = reopened.lookup(fileKeyOf(p));
+      if (hit !== undefined) expect(hit).toBe(m);
+    }
+    reopened.close();
+  } finally {
+    pool.close();
+    fs.rmSync(stateDir, { recursive: true, force: true });
+  }
 });
 
 describe('hash cache', () => {
