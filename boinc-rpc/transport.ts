@@ -1,5 +1,5 @@
 /**
- * HTTP for the BOINC RPCs, with got: keep-alive agents, a timeout per attempt, retries with
+ * HTTP for the BOINC RPCs (http.ts, on node's http): keep-alive agents, a timeout per attempt, retries with
  * exponential backoff and jitter for calls that are safe to repeat, bounded concurrency,
  * streamed multipart uploads and streamed downloads, cancellation by AbortSignal.
  * Everything it reports is redacted.
@@ -11,8 +11,6 @@
  * timeouts (plus one backoff), and fast failures (5xx, connection refused) are retried up to
  * `retries` times within the same budget.
  */
-import got, { RequestError, TimeoutError } from 'got';
-import FormData from 'form-data';
 import PQueue from 'p-queue';
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
@@ -20,10 +18,11 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { Readable, Transform, type TransformCallback } from 'node:stream';
+import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { BoincRpcError } from './errors.js';
 import { decodeServerText, isCutShort, xmlEscape } from './xml.js';
+import { FileChangedError, HttpFailure, HttpTimeout, getStream, postMultipart, type FilePart } from './http.js';
 
 export interface TransportOptions {
   timeoutMs: number;
@@ -50,40 +49,13 @@ export const CALL_BUDGET_TIMEOUTS = 2;
 /** Attempts that got no answer within the timeout, after which a call gives up. */
 export const MAX_TIMED_OUT_ATTEMPTS = 2;
 
+const USER_AGENT = 'boinc-gahp';
+
 /** Rejection of a call whose signal fired while it waited for a slot. */
 class AbortedWhileQueued extends Error {}
 
 /** Codes of failures that happen before the request could reach the server. */
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ERR_INVALID_URL']);
-const NOT_SENT_TIMEOUTS = new Set(['lookup', 'connect', 'secureConnect']);
-
-/** Reads a file only when the multipart body reaches it (no descriptor held before); destroy() closes it. */
-class LazyFileStream extends Readable {
-  private inner: fs.ReadStream | undefined;
-
-  constructor(private readonly file: string) {
-    super({ highWaterMark: 256 * 1024 });
-  }
-
-  override _read(): void {
-    if (!this.inner) {
-      const inner = fs.createReadStream(this.file, { highWaterMark: 256 * 1024 });
-      this.inner = inner;
-      inner.on('data', (chunk) => {
-        if (!this.push(chunk)) inner.pause();
-      });
-      inner.on('end', () => this.push(null));
-      inner.on('error', (err) => this.destroy(err));
-    } else {
-      this.inner.resume();
-    }
-  }
-
-  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
-    this.inner?.destroy();
-    cb(err);
-  }
-}
 
 /** Passes a download through unless it starts with `ERROR: ` (get_output.php's HTTP-200 errors). */
 class ErrorBodyCheck extends Transform {
@@ -155,8 +127,10 @@ class ErrorBodyCheck extends Transform {
 class ErrorBodyFound extends Error {}
 
 export class Transport {
-  private readonly httpAgent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-  private readonly httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 64 });
+  private readonly agents = {
+    http: new http.Agent({ keepAlive: true, maxSockets: 64 }),
+    https: new https.Agent({ keepAlive: true, maxSockets: 64 }),
+  };
   private readonly queue: PQueue;
   private readonly secrets: string[];
   private closed = false;
@@ -210,19 +184,16 @@ export class Transport {
     });
   }
 
-  /** A got failure as a BoincRpcError, uncertain unless the request cannot have reached the server. */
+  /** An HTTP failure as a BoincRpcError, uncertain unless the request cannot have reached the server. */
   private transportError(rpc: string, err: unknown): BoincRpcError {
-    const e = err as RequestError & { event?: string };
-    const code = e?.code;
     if (err instanceof BoincRpcError) return err;
-    const notSent = (code !== undefined && NOT_SENT_CODES.has(code)) || (e instanceof TimeoutError && NOT_SENT_TIMEOUTS.has(e.event));
-    let message: string;
-    if (e instanceof TimeoutError) {
-      message = `timeout after ${this.opts.timeoutMs} ms (${e.event})`;
-    } else {
-      message = `${code ? code + ': ' : ''}${e?.message ?? String(err)}`;
-    }
-    return new BoincRpcError(rpc, 'transport', this.redact(message), { uncertain: !notSent, ...(e instanceof TimeoutError ? { timedOut: true } : {}) });
+    if (err instanceof FileChangedError) return new BoincRpcError(rpc, 'local', this.redact(err.message));
+    const e = err as { code?: string; message?: string };
+    const code = e?.code;
+    const timeout = err instanceof HttpTimeout;
+    const notSent = timeout ? err.event === 'connect' : code !== undefined && NOT_SENT_CODES.has(code);
+    const message = timeout ? err.message : `${code ? code + ': ' : ''}${e?.message ?? String(err)}`;
+    return new BoincRpcError(rpc, 'transport', this.redact(message), { uncertain: !notSent, ...(timeout ? { timedOut: true } : {}) });
   }
 
   /** The error of a call stopped by its signal; `mayHaveReached`: an attempt was under way. */
@@ -312,64 +283,41 @@ export class Transport {
     }
   }
 
-  private async buildForm(rpc: string, request: string, files: PostOptions['files']): Promise<{ form: FormData; length: number; streams: Readable[] }> {
-    const form = new FormData();
-    const streams: Readable[] = [];
-    form.append('request', request);
-    if (files) {
-      const sizes: number[] = [];
-      for (const f of files) {
-        try {
-          const st = await fsp.stat(f.path);
-          if (!st.isFile()) throw new Error('not a regular file');
-          sizes.push(st.size);
-        } catch (e) {
-          throw new BoincRpcError(rpc, 'local', `cannot read ${f.path}: ${(e as Error).message}`);
-        }
+  /** The file parts of an upload, each stat'ed now (its size goes into the body's length). */
+  private async fileParts(rpc: string, files: PostOptions['files']): Promise<FilePart[]> {
+    const parts: FilePart[] = [];
+    for (const f of files ?? []) {
+      try {
+        const st = await fsp.stat(f.path);
+        if (!st.isFile()) throw new Error('not a regular file');
+        parts.push({ path: f.path, size: st.size, name: f.name });
+      } catch (e) {
+        throw new BoincRpcError(rpc, 'local', `cannot read ${f.path}: ${(e as Error).message}`);
       }
-      files.forEach((f, i) => {
-        // form-data reads knownLength 0 as "unknown" and then cannot size the body: an
-        // empty file is attached as an empty buffer instead (nothing to stream anyway).
-        const content = sizes[i] === 0 ? Buffer.alloc(0) : new LazyFileStream(f.path);
-        if (content instanceof Readable) streams.push(content);
-        form.append(`file_${i}`, content, {
-          filename: f.name,
-          contentType: 'application/octet-stream',
-          ...(sizes[i] === 0 ? {} : { knownLength: sizes[i] }),
-        });
-      });
     }
-    return { form, length: form.getLengthSync(), streams };
+    return parts;
   }
 
   private async postOnce(rpc: string, url: string, request: string, opts: PostOptions): Promise<void> {
     if (this.closed) throw new BoincRpcError(rpc, 'local', 'client closed');
     const started = Date.now();
-    const { form, length, streams } = await this.buildForm(rpc, request, opts.files);
+    const parts = await this.fileParts(rpc, opts.files);
     const script = url.slice(url.lastIndexOf('/') + 1);
     let res;
     try {
-      res = await got.post(url, {
-        signal: opts.signal,
-        body: form,
-        headers: { ...form.getHeaders(), 'content-length': String(length), 'user-agent': 'boinc-gahp' },
+      res = await postMultipart(url, request, parts, {
+        agents: this.agents,
         // Uploads may take long: there the timeout is for inactivity and for the answer.
-        timeout: opts.files ? { socket: this.opts.timeoutMs, response: this.opts.timeoutMs } : { request: this.opts.timeoutMs },
-        retry: { limit: 0 },
-        throwHttpErrors: false,
-        followRedirect: false,
-        responseType: 'buffer',
-        agent: { http: this.httpAgent, https: this.httpsAgent },
+        timeouts: opts.files ? { idle: this.opts.timeoutMs } : { total: this.opts.timeoutMs },
+        userAgent: USER_AGENT,
+        ...(opts.signal ? { signal: opts.signal } : {}),
       });
     } catch (err) {
       const e = opts.signal?.aborted ? this.abortedError(rpc, opts.signal, true) : this.transportError(rpc, err);
       this.log(`boinc-rpc ${rpc} ${script} failed after ${Date.now() - started} ms: ${e.serverMessage}`);
       throw e;
-    } finally {
-      // An attempt that failed mid-upload leaves its file streams open: close them.
-      for (const s of streams) s.destroy();
     }
-    const status = res.statusCode;
+    const status = res.status;
     const body = res.body;
     this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} ${body.length} bytes in ${Date.now() - started} ms`);
     if (status >= 500) {
@@ -435,30 +383,34 @@ export class Transport {
     // The URL carries the authenticator (auth_str): a redirect is followed only within its
     // origin, or the next request would hand the secret to whoever the redirect names.
     const origin = new URL(url).origin;
-    const stream = got.stream(url, {
-      timeout: { socket: this.opts.timeoutMs, response: this.opts.timeoutMs },
-      retry: { limit: 0 },
-      throwHttpErrors: false,
-      followRedirect: (response) => redirectTarget(response.headers.location, response.url)?.origin === origin,
-      agent: { http: this.httpAgent, https: this.httpsAgent },
-      headers: { 'user-agent': 'boinc-gahp' },
-    });
+    let current = url;
+    let get = getStream(current, { agents: this.agents, idleMs: this.opts.timeoutMs, userAgent: USER_AGENT });
+    let response: http.IncomingMessage | undefined;
     let out: fs.WriteStream | undefined;
     let check: ErrorBodyCheck | undefined;
-    const onAbort = () => stream.destroy(this.abortedError(rpc, signal!, false));
+    const onAbort = () => {
+      const e = this.abortedError(rpc, signal!, false);
+      response?.destroy(e);
+      get.destroy(e);
+    };
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const response = await new Promise<http.IncomingMessage>((resolve, reject) => {
-        stream.once('response', resolve);
-        stream.once('error', reject);
-      });
+      for (let hops = 0; ; hops++) {
+        response = await get.response;
+        const to = REDIRECTS.has(response.statusCode ?? 0) ? redirectTarget(response.headers.location, current) : undefined;
+        if (!to || to.origin !== origin || hops >= MAX_REDIRECTS) break;
+        response.resume();
+        get.done();
+        current = to.href;
+        get = getStream(current, { agents: this.agents, idleMs: this.opts.timeoutMs, userAgent: USER_AGENT });
+      }
       const status = response.statusCode ?? 0;
       if (status < 200 || status >= 300) {
-        const text = await readSome(stream, 64 * 1024).catch(() => '');
+        const text = await readSome(response, 64 * 1024).catch(() => '');
         this.log(`boinc-rpc ${rpc} get_output.php HTTP ${status} in ${Date.now() - started} ms`);
-        const to = status >= 300 && status < 400 ? redirectTarget(response.headers.location, url) : undefined;
+        const to = status >= 300 && status < 400 ? redirectTarget(response.headers.location, current) : undefined;
         // Only the target's origin: its path and query may carry the authenticator on.
-        const detail = to ? `redirect to ${to.origin} not followed (another origin; the download URL carries the authenticator)` : stripTags(text);
+        const detail = !to ? stripTags(text) : to.origin !== origin ? `redirect to ${to.origin} not followed (another origin; the download URL carries the authenticator)` : `more than ${MAX_REDIRECTS} redirects`;
         throw new BoincRpcError(rpc, status >= 500 ? 'transport' : 'protocol', `HTTP ${status}${detail ? ': ' + detail : ''}`, {
           httpStatus: status,
         });
@@ -466,7 +418,7 @@ export class Transport {
       check = new ErrorBodyCheck();
       try {
         out = fs.createWriteStream(tmp, { flags: 'wx' });
-        await pipeline(stream, check, out);
+        await pipeline(response, check, out);
       } catch (err) {
         if (err instanceof ErrorBodyFound) {
           this.log(`boinc-rpc ${rpc} get_output.php HTTP ${status} error body in ${Date.now() - started} ms`);
@@ -479,7 +431,8 @@ export class Transport {
       return { bytes: check.bytes };
     } catch (err) {
       progress.bytes = check?.bytes ?? 0;
-      stream.destroy();
+      response?.destroy();
+      get.destroy();
       if (out) {
         // The file may still be opening: wait until it is closed, or it reappears after rm.
         const ws = out;
@@ -487,12 +440,13 @@ export class Transport {
         await fsp.rm(tmp, { force: true }).catch(() => undefined);
       }
       if (err instanceof BoincRpcError) throw err;
-      if ((err as NodeJS.ErrnoException)?.syscall && !(err instanceof RequestError)) {
+      if (!(err instanceof HttpFailure) && !(err instanceof HttpTimeout) && (err as NodeJS.ErrnoException)?.syscall) {
         // A local file-system failure (destination directory missing, disk full, ...).
         throw new BoincRpcError(rpc, 'local', `cannot write ${destPath}: ${(err as Error).message}`);
       }
       throw this.transportError(rpc, err);
     } finally {
+      get.done();
       signal?.removeEventListener('abort', onAbort);
     }
   }
@@ -501,10 +455,14 @@ export class Transport {
     // Queued calls are not dropped (their promises would never settle): they start, see
     // `closed` and fail; calls in flight fail when their sockets are destroyed.
     this.closed = true;
-    this.httpAgent.destroy();
-    this.httpsAgent.destroy();
+    this.agents.http.destroy();
+    this.agents.https.destroy();
   }
 }
+
+/** Redirect statuses a download follows (within its origin), and how many in a row. */
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+const MAX_REDIRECTS = 10;
 
 /** Where a redirect points (Location resolved against the URL it answered), if anywhere valid. */
 function redirectTarget(location: string | undefined, from: string): URL | undefined {

@@ -1,0 +1,266 @@
+/**
+ * The HTTP exchanges of the BOINC RPCs on node's own http/https: a multipart/form-data POST
+ * whose reply is read whole, and a GET streamed to the caller. transport.ts adds retries,
+ * the concurrency bound, redaction and the BoincRpcError mapping on top.
+ *
+ * Why not a general HTTP client library: the RPCs need one request shape each and no
+ * redirects, cookies, decompression or retries of their own, and such a library costs
+ * ~20 MiB of memory and ~100 ms of loading in every GAHP (one runs per submitting user):
+ * docs/architecture.md.
+ *
+ * Timeouts, each an HttpTimeout naming its phase (`event`):
+ * - `total` (POST without files): the whole exchange, connect to the reply's last byte;
+ *   phase 'connect' while no connection exists yet (nothing was sent), else 'request';
+ * - `idle` (uploads, downloads): no byte moved either way for that long: 'connect' before
+ *   the connection, 'response' while waiting for the reply's head, 'socket' after it.
+ */
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as https from 'node:https';
+import { randomBytes } from 'node:crypto';
+import type { Socket } from 'node:net';
+import type { Readable } from 'node:stream';
+
+/** A timeout; `event` is the phase it struck in (see above). */
+export class HttpTimeout extends Error {
+  override name = 'HttpTimeout';
+  readonly code = 'ETIMEDOUT';
+  constructor(readonly event: 'connect' | 'request' | 'response' | 'socket', ms: number) {
+    super(`timeout after ${ms} ms (${event})`);
+  }
+}
+
+/** A failure of the connection or the exchange (not of a local file): `code` as node gives it. */
+export class HttpFailure extends Error {
+  override name = 'HttpFailure';
+  constructor(readonly code: string | undefined, message: string) {
+    super(message);
+  }
+}
+
+/** A file part whose content differed in size from what it was announced with. */
+export class FileChangedError extends Error {
+  override name = 'FileChangedError';
+}
+
+export interface Agents {
+  http: http.Agent;
+  https: https.Agent;
+}
+
+interface Timeouts {
+  /** The whole exchange, in ms. */
+  total?: number;
+  /** Longest time without traffic, in ms. */
+  idle?: number;
+}
+
+export interface PostReply {
+  status: number;
+  statusMessage: string;
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+}
+
+export interface FilePart {
+  /** Path of the content (read when the body reaches it). */
+  path: string;
+  /** Size the part is announced with (the file is stat'ed just before). */
+  size: number;
+  /** The filename in its Content-Disposition. */
+  name: string;
+}
+
+/**
+ * The multipart body: text field `request`, then `file_0`, `file_1`, ... streamed from disk
+ * one after another. Its length is known in advance (Content-Length); a file whose size
+ * changed meanwhile fails the request (FileChangedError) instead of sending a body of the
+ * wrong length.
+ */
+function multipart(request: string, files: readonly FilePart[]): { contentType: string; length: number; write: (req: http.ClientRequest) => Promise<void> } {
+  const boundary = `----boinc-gahp-${randomBytes(12).toString('hex')}`;
+  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="request"\r\n\r\n${request}\r\n`, 'utf8');
+  const partHeads = files.map((f, i) =>
+    Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="file_${i}"; filename="${f.name.replace(/["\r\n\\]/g, '_')}"\r\n` +
+        'Content-Type: application/octet-stream\r\n\r\n',
+      'utf8',
+    ),
+  );
+  const crlf = Buffer.from('\r\n');
+  const tail = Buffer.from(`--${boundary}--\r\n`);
+  let length = head.length + tail.length;
+  files.forEach((f, i) => (length += partHeads[i]!.length + f.size + crlf.length));
+
+  async function write(req: http.ClientRequest): Promise<void> {
+    const closed = new Promise<void>((resolve) => req.once('close', resolve));
+    /** Writes a chunk; resolves false when the request went away meanwhile (no more writing). */
+    const put = async (chunk: Buffer): Promise<boolean> => {
+      if (req.destroyed) return false;
+      if (req.write(chunk)) return true;
+      await Promise.race([new Promise<void>((resolve) => req.once('drain', resolve)), closed]);
+      return !req.destroyed;
+    };
+    if (!(await put(head))) return;
+    for (const [i, f] of files.entries()) {
+      if (!(await put(partHeads[i]!))) return;
+      if (f.size > 0) {
+        const stream: Readable = fs.createReadStream(f.path, { highWaterMark: 64 * 1024 });
+        let sent = 0;
+        try {
+          for await (const chunk of stream as AsyncIterable<Buffer>) {
+            sent += chunk.length;
+            if (sent > f.size) break;
+            if (!(await put(chunk))) return;
+          }
+        } finally {
+          stream.destroy();
+        }
+        if (sent !== f.size) throw new FileChangedError(`${f.path} changed size while it was being sent (${f.size} bytes announced)`);
+      }
+      if (!(await put(crlf))) return;
+    }
+    if (!(await put(tail))) return;
+    req.end();
+  }
+  return { contentType: `multipart/form-data; boundary=${boundary}`, length, write };
+}
+
+/** Arms the timeouts on a request; `fail` gets the HttpTimeout. Returns a function that disarms them. */
+function armTimeouts(req: http.ClientRequest, t: Timeouts, phase: { connected: boolean; responded: boolean }, fail: (err: HttpTimeout) => void): () => void {
+  let total: NodeJS.Timeout | undefined;
+  if (t.total !== undefined) {
+    total = setTimeout(() => fail(new HttpTimeout(phase.connected ? 'request' : 'connect', t.total!)), t.total);
+  }
+  if (t.idle !== undefined) {
+    req.setTimeout(t.idle, () => fail(new HttpTimeout(!phase.connected ? 'connect' : phase.responded ? 'socket' : 'response', t.idle!)));
+  }
+  return () => {
+    if (total) clearTimeout(total);
+    req.setTimeout(0);
+  };
+}
+
+function agentFor(url: URL, agents: Agents): { mod: typeof http | typeof https; agent: http.Agent } {
+  if (url.protocol === 'https:') return { mod: https, agent: agents.https };
+  if (url.protocol === 'http:') return { mod: http, agent: agents.http };
+  throw new HttpFailure('ERR_INVALID_URL', `unsupported protocol ${url.protocol}`);
+}
+
+/** Marks `phase.connected` once the socket is connected (at once for a reused keep-alive socket). */
+function watchConnect(req: http.ClientRequest, phase: { connected: boolean }): void {
+  req.once('socket', (socket: Socket) => {
+    if (!socket.connecting) phase.connected = true;
+    else socket.once('connect', () => (phase.connected = true));
+  });
+}
+
+const asFailure = (err: unknown): Error => {
+  if (err instanceof HttpTimeout || err instanceof HttpFailure || err instanceof FileChangedError) return err;
+  const e = err as NodeJS.ErrnoException;
+  return new HttpFailure(e?.code, e?.message ?? String(err));
+};
+
+/** POSTs the multipart body; resolves with the whole reply (any status). */
+export function postMultipart(
+  urlText: string,
+  request: string,
+  files: readonly FilePart[],
+  opts: { agents: Agents; timeouts: Timeouts; userAgent: string; signal?: AbortSignal },
+): Promise<PostReply> {
+  return new Promise<PostReply>((resolve, reject) => {
+    let url: URL;
+    let target: { mod: typeof http | typeof https; agent: http.Agent };
+    try {
+      url = new URL(urlText);
+      target = agentFor(url, opts.agents);
+    } catch (err) {
+      reject(err instanceof HttpFailure ? err : new HttpFailure('ERR_INVALID_URL', (err as Error).message));
+      return;
+    }
+    const body = multipart(request, files);
+    const phase = { connected: false, responded: false };
+    let settled = false;
+    const finish = (err: Error | undefined, reply?: PostReply) => {
+      if (settled) return;
+      settled = true;
+      disarm();
+      opts.signal?.removeEventListener('abort', onAbort);
+      if (err) reject(asFailure(err));
+      else resolve(reply!);
+    };
+    const req = target.mod.request(url, {
+      method: 'POST',
+      agent: target.agent,
+      headers: { 'content-type': body.contentType, 'content-length': String(body.length), 'user-agent': opts.userAgent },
+    });
+    const fail = (err: Error) => {
+      finish(err);
+      req.destroy(err);
+    };
+    const disarm = armTimeouts(req, opts.timeouts, phase, fail);
+    const onAbort = () => fail(new HttpFailure('ABORT_ERR', 'aborted'));
+    if (opts.signal?.aborted) onAbort();
+    else opts.signal?.addEventListener('abort', onAbort, { once: true });
+    watchConnect(req, phase);
+    req.on('error', (err) => finish(err));
+    req.on('response', (res) => {
+      phase.responded = true;
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', (err) => finish(err));
+      res.on('aborted', () => finish(new HttpFailure('ECONNRESET', 'the connection closed before the reply was complete')));
+      res.on('end', () => {
+        if (res.complete) finish(undefined, { status: res.statusCode ?? 0, statusMessage: res.statusMessage ?? '', headers: res.headers, body: Buffer.concat(chunks) });
+        else finish(new HttpFailure('ECONNRESET', 'the connection closed before the reply was complete'));
+      });
+    });
+    body.write(req).catch((err: unknown) => fail(err as Error));
+  });
+}
+
+/**
+ * GETs url; resolves with the response once its head is in (the caller reads the body).
+ * The idle timeout keeps watching the body; `done()` disarms it and must be called when
+ * the caller is finished with the response (also on errors).
+ */
+export function getStream(
+  urlText: string,
+  opts: { agents: Agents; idleMs: number; userAgent: string },
+): { response: Promise<http.IncomingMessage>; destroy: (err?: Error) => void; done: () => void } {
+  const phase = { connected: false, responded: false };
+  let req: http.ClientRequest | undefined;
+  let disarm: () => void = () => undefined;
+  const response = new Promise<http.IncomingMessage>((resolve, reject) => {
+    try {
+      const url = new URL(urlText);
+      const target = agentFor(url, opts.agents);
+      req = target.mod.request(url, { method: 'GET', agent: target.agent, headers: { 'user-agent': opts.userAgent } });
+    } catch (err) {
+      reject(err instanceof HttpFailure ? err : new HttpFailure('ERR_INVALID_URL', (err as Error).message));
+      return;
+    }
+    let res: http.IncomingMessage | undefined;
+    disarm = armTimeouts(req, { idle: opts.idleMs }, phase, (err) => {
+      if (res) res.destroy(err);
+      else reject(err);
+      req!.destroy(err);
+    });
+    watchConnect(req, phase);
+    req.once('error', (err) => reject(asFailure(err)));
+    req.once('response', (r) => {
+      res = r;
+      phase.responded = true;
+      // After the head, errors of the exchange reach the body stream's reader.
+      req!.on('error', (err) => r.destroy(asFailure(err)));
+      r.on('aborted', () => r.destroy(new HttpFailure('ECONNRESET', 'the connection closed before the download was complete')));
+      resolve(r);
+    });
+    req.end();
+  });
+  return {
+    response,
+    destroy: (err) => req?.destroy(err),
+    done: () => disarm(),
+  };
+}
