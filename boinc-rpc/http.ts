@@ -14,12 +14,15 @@
  * - `idle` (uploads, downloads): no byte moved either way for that long: 'connect' before
  *   the connection, 'response' while waiting for the reply's head, 'socket' after it.
  */
-import * as fs from 'node:fs';
-import * as http from 'node:http';
-import * as https from 'node:https';
+import * as fsp from 'node:fs/promises';
+import type * as http from 'node:http';
+import type * as https from 'node:https';
+import { createRequire } from 'node:module';
 import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
-import type { Readable } from 'node:stream';
+
+/** Bytes of file content read and sent at a time. */
+const FILE_CHUNK = 256 * 1024;
 
 /** A timeout; `event` is the phase it struck in (see above). */
 export class HttpTimeout extends Error {
@@ -43,10 +46,39 @@ export class FileChangedError extends Error {
   override name = 'FileChangedError';
 }
 
-export interface Agents {
-  http: http.Agent;
-  https: https.Agent;
+/**
+ * Keep-alive agents, one per scheme. node:http and node:https (TLS) are loaded with the
+ * first URL of their scheme: a GAHP that has not talked yet, or talks only plain http,
+ * does not pay their memory.
+ */
+export class Agents {
+  private plain: http.Agent | undefined;
+  private secure: Promise<{ mod: typeof https; agent: https.Agent }> | undefined;
+  private destroyed = false;
+
+  async forUrl(url: URL): Promise<{ mod: typeof http | typeof https; agent: http.Agent }> {
+    if (url.protocol === 'http:') {
+      // Loaded with the first call: an idle GAHP has not needed it.
+      const mod = createRequire(import.meta.url)('node:http') as typeof http;
+      this.plain ??= new mod.Agent(AGENT_OPTIONS);
+      if (this.destroyed) this.plain.destroy();
+      return { mod, agent: this.plain };
+    }
+    if (url.protocol !== 'https:') throw new HttpFailure('ERR_INVALID_URL', `unsupported protocol ${url.protocol}`);
+    this.secure ??= import('node:https').then((mod) => ({ mod, agent: new mod.Agent(AGENT_OPTIONS) }));
+    const s = await this.secure;
+    if (this.destroyed) s.agent.destroy();
+    return s;
+  }
+
+  destroy(): void {
+    this.destroyed = true;
+    this.plain?.destroy();
+    void this.secure?.then((s) => s.agent.destroy());
+  }
 }
+
+const AGENT_OPTIONS = { keepAlive: true, maxSockets: 64 };
 
 interface Timeouts {
   /** The whole exchange, in ms. */
@@ -101,20 +133,31 @@ function multipart(request: string, files: readonly FilePart[]): { contentType: 
       await Promise.race([new Promise<void>((resolve) => req.once('drain', resolve)), closed]);
       return !req.destroyed;
     };
+    /** Writes a chunk of the reused buffer and waits until the socket has taken it (then it may be refilled). */
+    const putAndRelease = async (chunk: Buffer): Promise<boolean> => {
+      if (req.destroyed) return false;
+      await Promise.race([new Promise<void>((resolve) => req.write(chunk, () => resolve())), closed]);
+      return !req.destroyed;
+    };
     if (!(await put(head))) return;
+    // File content goes through one reused buffer: a new Buffer per chunk would leave
+    // hundreds of dead 64 KiB chunks (external memory) between two scavenges of a big upload.
+    const buf = files.some((f) => f.size > 0) ? Buffer.allocUnsafeSlow(FILE_CHUNK) : Buffer.alloc(0);
     for (const [i, f] of files.entries()) {
       if (!(await put(partHeads[i]!))) return;
       if (f.size > 0) {
-        const stream: Readable = fs.createReadStream(f.path, { highWaterMark: 64 * 1024 });
+        const fd = await fsp.open(f.path, 'r');
         let sent = 0;
         try {
-          for await (const chunk of stream as AsyncIterable<Buffer>) {
-            sent += chunk.length;
+          for (;;) {
+            const { bytesRead } = await fd.read(buf, 0, Math.min(buf.length, f.size - sent + 1), null);
+            if (bytesRead === 0) break;
+            sent += bytesRead;
             if (sent > f.size) break;
-            if (!(await put(chunk))) return;
+            if (!(await putAndRelease(buf.subarray(0, bytesRead)))) return;
           }
         } finally {
-          stream.destroy();
+          await fd.close();
         }
         if (sent !== f.size) throw new FileChangedError(`${f.path} changed size while it was being sent (${f.size} bytes announced)`);
       }
@@ -141,10 +184,14 @@ function armTimeouts(req: http.ClientRequest, t: Timeouts, phase: { connected: b
   };
 }
 
-function agentFor(url: URL, agents: Agents): { mod: typeof http | typeof https; agent: http.Agent } {
-  if (url.protocol === 'https:') return { mod: https, agent: agents.https };
-  if (url.protocol === 'http:') return { mod: http, agent: agents.http };
-  throw new HttpFailure('ERR_INVALID_URL', `unsupported protocol ${url.protocol}`);
+async function resolveTarget(urlText: string, agents: Agents): Promise<{ url: URL; target: { mod: typeof http | typeof https; agent: http.Agent } }> {
+  let url: URL;
+  try {
+    url = new URL(urlText);
+  } catch (err) {
+    throw new HttpFailure('ERR_INVALID_URL', (err as Error).message);
+  }
+  return { url, target: await agents.forUrl(url) };
 }
 
 /** Marks `phase.connected` once the socket is connected (at once for a reused keep-alive socket). */
@@ -162,22 +209,14 @@ const asFailure = (err: unknown): Error => {
 };
 
 /** POSTs the multipart body; resolves with the whole reply (any status). */
-export function postMultipart(
+export async function postMultipart(
   urlText: string,
   request: string,
   files: readonly FilePart[],
   opts: { agents: Agents; timeouts: Timeouts; userAgent: string; signal?: AbortSignal },
 ): Promise<PostReply> {
+  const { url, target } = await resolveTarget(urlText, opts.agents);
   return new Promise<PostReply>((resolve, reject) => {
-    let url: URL;
-    let target: { mod: typeof http | typeof https; agent: http.Agent };
-    try {
-      url = new URL(urlText);
-      target = agentFor(url, opts.agents);
-    } catch (err) {
-      reject(err instanceof HttpFailure ? err : new HttpFailure('ERR_INVALID_URL', (err as Error).message));
-      return;
-    }
     const body = multipart(request, files);
     const phase = { connected: false, responded: false };
     let settled = false;
@@ -231,15 +270,10 @@ export function getStream(
   const phase = { connected: false, responded: false };
   let req: http.ClientRequest | undefined;
   let disarm: () => void = () => undefined;
-  const response = new Promise<http.IncomingMessage>((resolve, reject) => {
-    try {
-      const url = new URL(urlText);
-      const target = agentFor(url, opts.agents);
-      req = target.mod.request(url, { method: 'GET', agent: target.agent, headers: { 'user-agent': opts.userAgent } });
-    } catch (err) {
-      reject(err instanceof HttpFailure ? err : new HttpFailure('ERR_INVALID_URL', (err as Error).message));
-      return;
-    }
+  let destroyedBy: { err: Error | undefined } | undefined;
+  const response = resolveTarget(urlText, opts.agents).then(({ url, target }) => new Promise<http.IncomingMessage>((resolve, reject) => {
+    req = target.mod.request(url, { method: 'GET', agent: target.agent, headers: { 'user-agent': opts.userAgent } });
+    if (destroyedBy) req.destroy(destroyedBy.err);
     let res: http.IncomingMessage | undefined;
     disarm = armTimeouts(req, { idle: opts.idleMs }, phase, (err) => {
       if (res) res.destroy(err);
@@ -257,10 +291,13 @@ export function getStream(
       resolve(r);
     });
     req.end();
-  });
+  }));
   return {
     response,
-    destroy: (err) => req?.destroy(err),
+    destroy: (err) => {
+      destroyedBy ??= { err };
+      req?.destroy(err);
+    },
     done: () => disarm(),
   };
 }

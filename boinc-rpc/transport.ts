@@ -14,15 +14,14 @@
 import PQueue from 'p-queue';
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
-import * as http from 'node:http';
-import * as https from 'node:https';
+import type * as http from 'node:http';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { BoincRpcError } from './errors.js';
 import { decodeServerText, isCutShort, xmlEscape } from './xml.js';
-import { FileChangedError, HttpFailure, HttpTimeout, getStream, postMultipart, type FilePart } from './http.js';
+import { Agents, FileChangedError, HttpFailure, HttpTimeout, getStream, postMultipart, type FilePart } from './http.js';
 
 export interface TransportOptions {
   timeoutMs: number;
@@ -127,10 +126,7 @@ class ErrorBodyCheck extends Transform {
 class ErrorBodyFound extends Error {}
 
 export class Transport {
-  private readonly agents = {
-    http: new http.Agent({ keepAlive: true, maxSockets: 64 }),
-    https: new https.Agent({ keepAlive: true, maxSockets: 64 }),
-  };
+  private readonly agents = new Agents();
   private readonly queue: PQueue;
   private readonly secrets: string[];
   private closed = false;
@@ -455,8 +451,7 @@ export class Transport {
     // Queued calls are not dropped (their promises would never settle): they start, see
     // `closed` and fail; calls in flight fail when their sockets are destroyed.
     this.closed = true;
-    this.agents.http.destroy();
-    this.agents.https.destroy();
+    this.agents.destroy();
   }
 }
 

@@ -5,7 +5,8 @@
  * this, so whatever works here works for HTCondor. The GAHP on the other end is either
  * in-process (a GahpServer on in-memory streams) or a child process (bin/boinc-gahp).
  */
-import { spawn } from 'node:child_process';
+import type * as childProcess from 'node:child_process';
+import { createRequire } from 'node:module';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -193,6 +194,9 @@ export class GahpClient {
 
   /** bin/boinc-gahp as a child process, exactly what HTCondor starts. */
   static spawn(args: string[] = [], opts: { env?: NodeJS.ProcessEnv; onStderr?: (text: string) => void } = {}): GahpClient {
+    // node:child_process (and net, dgram) load only when a GAHP is spawned: the
+    // gridmanager's GAHP never does (docs/architecture.md).
+    const { spawn } = createRequire(import.meta.url)('node:child_process') as typeof childProcess;
     const child = spawn(process.execPath, [gahpBinPath(), ...args], {
       env: { ...process.env, ...opts.env },
       stdio: ['pipe', 'pipe', 'pipe'],

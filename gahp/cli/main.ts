@@ -8,13 +8,11 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import { runGahp } from './run-gahp.js';
-import { runInteractive } from './interactive.js';
 import { GAHP_VERSION } from '../version.js';
 import {
   EXIT_FAILED, EXIT_USAGE, UsageError, abortCmd, fetchCmd, leaseCmd, pingCmd, queryCmd, readAuthenticator,
   retireCmd, runOptions, statusCmd, type GlobalOptions,
 } from './subcommands.js';
-import { submitCmd } from './submit.js';
 import { SubmitFileError } from './submit-file.js';
 
 function positiveNumber(what: string) {
@@ -67,6 +65,9 @@ export async function main(argv: string[]): Promise<number> {
     if (opts.authenticatorFile && !opts.projectUrl) throw new UsageError('--authenticator-file needs --project-url too');
     const base = { ...runOptions(opts), projectUrl: opts.projectUrl, authenticator: opts.projectUrl ? authenticator : undefined };
     if (opts.interactive || (!opts.protocol && process.stdin.isTTY)) {
+      // The prompt's modules (readline) load only when a person uses it: the gridmanager's
+      // GAHP stays small (docs/architecture.md).
+      const { runInteractive } = await import('./interactive.js');
       code = await runInteractive(base);
     } else {
       code = await runGahp(base);
@@ -145,6 +146,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--timeout <seconds>', 'give up waiting after this long (exit 1)', positiveNumber('--timeout'))
     .option('--spawn', 'run the GAHP as a child process (bin/boinc-gahp) instead of in-process; no hashing and upload progress bars then (those need the in-process GAHP: a child GAHP speaks only the protocol)')
     .action(async (file: string, o: { wait: boolean; new?: boolean; poll: number; timeout?: number; spawn?: boolean }, cmd: Command) => {
+      const { submitCmd } = await import('./submit.js');
       code = await submitCmd(globals(cmd), file, o);
     });
 

@@ -5,7 +5,7 @@
  * threads streaming the files (hash-worker.ts). The pool starts on demand and its threads
  * exit after a while idle.
  */
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import type * as fs from 'node:fs';
 import type { FileKey, WorkerHashReply, WorkerHashRequest, WorkerHashResult } from './hash-types.js';
 import type { HashCache } from './hash-cache.js';
@@ -51,7 +51,11 @@ export class HashPool {
     if (paths.length === 0) return [];
     this.clearIdle();
     const nworkers = Math.max(1, Math.min(this.maxWorkers, paths.length));
-    while (this.workers.length < nworkers) this.workers.push(this.spawn());
+    if (this.workers.length < nworkers) {
+      // node:worker_threads is loaded with the first pool: a GAHP that never hashes much never pays for it.
+      const { Worker: WorkerThread } = await import('node:worker_threads');
+      while (this.workers.length < nworkers) this.workers.push(this.spawn(WorkerThread));
+    }
     // Small chunks balance the load; several in flight per worker hide the messaging.
     const chunk = Math.max(1, Math.min(32, Math.ceil(paths.length / (nworkers * 8))));
     const out = new Array<WorkerHashResult>(paths.length);
@@ -94,8 +98,11 @@ export class HashPool {
     });
   }
 
-  private spawn(): PoolWorker {
-    const worker = new Worker(this.script);
+  private spawn(WorkerThread: typeof Worker): PoolWorker {
+    // A hash thread allocates little on its heap (file data lives in its two reused
+    // buffers): a small young generation keeps each thread's memory near its floor,
+    // instead of the 16 MiB semi-spaces V8 would grow for the steady stream of read results.
+    const worker = new WorkerThread(this.script, { resourceLimits: { maxYoungGenerationSizeMb: 2 } });
     worker.unref();
     const pw: PoolWorker = { worker, busy: 0 };
     worker.on('message', (reply: WorkerHashReply) => {
