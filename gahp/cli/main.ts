@@ -6,8 +6,9 @@
  *
  * Exit codes: 0 success; 1 failure reported by the GAHP/BOINC; 2 usage or configuration error.
  */
-import { Command, CommanderError, Option } from 'commander';
+import type { Command } from 'commander';
 import { runGahp } from './run-gahp.js';
+import { plainGahpOptions } from './gahp-args.js';
 import { GAHP_VERSION } from '../version.js';
 import {
   EXIT_FAILED, EXIT_USAGE, UsageError, abortCmd, fetchCmd, leaseCmd, pingCmd, queryCmd, readAuthenticator,
@@ -31,7 +32,29 @@ function positiveInt(what: string) {
   };
 }
 
+/** The GAHP on stdio (or the interactive prompt): what runs with no subcommand. */
+async function gahpOrPrompt(opts: GlobalOptions & { protocol?: boolean; interactive?: boolean }): Promise<number> {
+  const authenticator = opts.authenticatorFile ? readAuthenticator(opts.authenticatorFile) : undefined;
+  if (opts.authenticatorFile && !opts.projectUrl) throw new UsageError('--authenticator-file needs --project-url too');
+  const base = { ...runOptions(opts), projectUrl: opts.projectUrl, authenticator: opts.projectUrl ? authenticator : undefined };
+  if (opts.interactive || (!opts.protocol && process.stdin.isTTY)) {
+    // The prompt's modules (readline) load only when a person uses it: the gridmanager's
+    // GAHP stays small (docs/architecture.md).
+    const { runInteractive } = await import('./interactive.js');
+    return runInteractive(base);
+  }
+  return runGahp(base);
+}
+
 export async function main(argv: string[]): Promise<number> {
+  try {
+    // What HTCondor runs needs no commander (gahp-args.ts).
+    const plain = plainGahpOptions(argv.slice(2), process.env, Boolean(process.stdin.isTTY));
+    if (plain) return await gahpOrPrompt(plain);
+  } catch (err) {
+    return failure(err);
+  }
+  const { Command, CommanderError, Option } = await import('commander');
   let code = 0;
   const program = new Command();
   program
@@ -61,17 +84,7 @@ export async function main(argv: string[]): Promise<number> {
   const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals<GlobalOptions>();
 
   program.action(async (opts: GlobalOptions & { protocol?: boolean; interactive?: boolean }) => {
-    const authenticator = opts.authenticatorFile ? readAuthenticator(opts.authenticatorFile) : undefined;
-    if (opts.authenticatorFile && !opts.projectUrl) throw new UsageError('--authenticator-file needs --project-url too');
-    const base = { ...runOptions(opts), projectUrl: opts.projectUrl, authenticator: opts.projectUrl ? authenticator : undefined };
-    if (opts.interactive || (!opts.protocol && process.stdin.isTTY)) {
-      // The prompt's modules (readline) load only when a person uses it: the gridmanager's
-      // GAHP stays small (docs/architecture.md).
-      const { runInteractive } = await import('./interactive.js');
-      code = await runInteractive(base);
-    } else {
-      code = await runGahp(base);
-    }
+    code = await gahpOrPrompt(opts);
   });
 
   program
@@ -153,16 +166,19 @@ export async function main(argv: string[]): Promise<number> {
   try {
     await program.parseAsync(argv);
   } catch (err) {
-    if (err instanceof CommanderError) {
-      // --help and --version exit 0; any other command-line mistake is a usage error.
-      return err.exitCode === 0 ? 0 : EXIT_USAGE;
-    }
-    if (err instanceof UsageError || err instanceof SubmitFileError) {
-      process.stderr.write(`boinc-gahp: ${err.message}\n`);
-      return EXIT_USAGE;
-    }
-    process.stderr.write(`boinc-gahp: ${(err as Error)?.message ?? String(err)}\n`);
-    return EXIT_FAILED;
+    // --help and --version exit 0; any other command-line mistake is a usage error.
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : EXIT_USAGE;
+    return failure(err);
   }
   return code;
+}
+
+/** Reports a failure on stderr; returns the exit code. */
+function failure(err: unknown): number {
+  if (err instanceof UsageError || err instanceof SubmitFileError) {
+    process.stderr.write(`boinc-gahp: ${err.message}\n`);
+    return EXIT_USAGE;
+  }
+  process.stderr.write(`boinc-gahp: ${(err as Error)?.message ?? String(err)}\n`);
+  return EXIT_FAILED;
 }

@@ -1,0 +1,88 @@
+/**
+ * The GAHP's own command line, read without commander. What HTCondor runs (no arguments,
+ * or a wrapper's global options and BOINC_GAHP_* variables) is parsed with node's
+ * util.parseArgs, so the gridmanager's GAHP never loads commander and the child_process,
+ * net and dgram modules it pulls in: ~4 MiB of a process that should idle under 50 MiB
+ * (docs/architecture.md, "Memory").
+ *
+ * Only plain cases qualify. Anything else (a subcommand, --help, --version, --interactive,
+ * a value to reject, a terminal on stdin, a BOINC_GAHP_* variable this table does not
+ * know) gives undefined, and main.ts parses the whole line with commander, which defines
+ * every option and its message.
+ */
+import { parseArgs } from 'node:util';
+import type { LogLevel } from '../log.js';
+import type { GlobalOptions } from './subcommands.js';
+
+type Kind = 'string' | 'boolean' | 'level' | 'positive' | 'positiveInt';
+
+/** The global options of the GAHP itself: name, kind, environment variable (as in main.ts). */
+const OPTIONS: ReadonlyArray<{ name: string; key: keyof GlobalOptions | 'protocol'; kind: Kind; env?: string }> = [
+  { name: 'state-dir', key: 'stateDir', kind: 'string', env: 'BOINC_GAHP_STATE_DIR' },
+  { name: 'log', key: 'log', kind: 'string', env: 'BOINC_GAHP_LOG' },
+  { name: 'log-level', key: 'logLevel', kind: 'level', env: 'BOINC_GAHP_LOG_LEVEL' },
+  { name: 'debug', key: 'debug', kind: 'boolean' },
+  { name: 'project-url', key: 'projectUrl', kind: 'string', env: 'BOINC_GAHP_PROJECT_URL' },
+  { name: 'authenticator-file', key: 'authenticatorFile', kind: 'string', env: 'BOINC_GAHP_AUTHENTICATOR_FILE' },
+  { name: 'rpc-timeout', key: 'rpcTimeout', kind: 'positive', env: 'BOINC_GAHP_RPC_TIMEOUT' },
+  { name: 'command-timeout', key: 'commandTimeout', kind: 'positive', env: 'BOINC_GAHP_COMMAND_TIMEOUT' },
+  { name: 'concurrency', key: 'concurrency', kind: 'positiveInt', env: 'BOINC_GAHP_CONCURRENCY' },
+  { name: 'protocol', key: 'protocol', kind: 'boolean' },
+];
+
+const LEVELS: readonly string[] = ['error', 'warn', 'info', 'debug'];
+
+/** The value of a string-kind option, or undefined when it is not one main.ts would accept. */
+function convert(kind: Kind, text: string): string | number | undefined {
+  switch (kind) {
+    case 'level':
+      return LEVELS.includes(text) ? text : undefined;
+    case 'positive': {
+      const n = Number(text);
+      return Number.isFinite(n) && n > 0 ? n : undefined;
+    }
+    case 'positiveInt': {
+      const n = Number(text);
+      return Number.isInteger(n) && n > 0 ? n : undefined;
+    }
+    default:
+      return text;
+  }
+}
+
+/**
+ * The options of a plain GAHP command line (the same values commander would give), or
+ * undefined when main.ts must parse it with commander.
+ */
+export function plainGahpOptions(args: readonly string[], env: NodeJS.ProcessEnv, stdinIsTTY: boolean): (GlobalOptions & { protocol?: boolean }) | undefined {
+  for (const name of Object.keys(env)) {
+    if (name.startsWith('BOINC_GAHP_') && !OPTIONS.some((o) => o.env === name)) return undefined;
+  }
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    values = parseArgs({
+      args: [...args],
+      options: Object.fromEntries(OPTIONS.map((o) => [o.name, { type: o.kind === 'boolean' ? 'boolean' : 'string' }])),
+      strict: true,
+      allowPositionals: false,
+    }).values as Record<string, string | boolean | undefined>;
+  } catch {
+    return undefined;
+  }
+  const out: Record<string, unknown> = { logLevel: 'debug' as LogLevel };
+  for (const o of OPTIONS) {
+    const given = values[o.name];
+    if (o.kind === 'boolean') {
+      if (given === true) out[o.key] = true;
+      continue;
+    }
+    const text = typeof given === 'string' ? given : o.env !== undefined ? env[o.env] : undefined;
+    if (text === undefined) continue;
+    const v = convert(o.kind, text);
+    if (v === undefined) return undefined;
+    out[o.key] = v;
+  }
+  // On a terminal the GAHP is an interactive prompt unless --protocol says otherwise.
+  if (stdinIsTTY && out.protocol !== true) return undefined;
+  return out as GlobalOptions & { protocol?: boolean };
+}

@@ -1,0 +1,60 @@
+/**
+ * The GAHP's own command line without commander (gahp/cli/gahp-args.ts): a plain line
+ * gives the same options main.ts's commander definitions give; everything else is left to
+ * commander (undefined), so its messages and exit codes stay the only ones. And the real
+ * GAHP started that way, as HTCondor starts it, never loads commander.
+ */
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { plainGahpOptions } from '../../gahp/cli/gahp-args.js';
+import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
+
+test('plain GAHP lines and BOINC_GAHP_* variables are read as commander would', () => {
+  expect(plainGahpOptions([], {}, false)).toEqual({ logLevel: 'debug' });
+  expect(plainGahpOptions(['--state-dir', '/s', '--log=/l', '--log-level', 'info', '--debug', '--rpc-timeout', '2.5', '--concurrency', '3', '--protocol'], {}, true)).toEqual({
+    stateDir: '/s', log: '/l', logLevel: 'info', debug: true, rpcTimeout: 2.5, concurrency: 3, protocol: true,
+  });
+  expect(plainGahpOptions(['--state-dir', '/cli'], { BOINC_GAHP_STATE_DIR: '/env', BOINC_GAHP_COMMAND_TIMEOUT: '60', BOINC_GAHP_PROJECT_URL: 'http://p/', BOINC_GAHP_AUTHENTICATOR_FILE: '/a' }, false)).toEqual({
+    stateDir: '/cli', commandTimeout: 60, projectUrl: 'http://p/', authenticatorFile: '/a', logLevel: 'debug',
+  });
+});
+
+test('anything else is left to commander', () => {
+  for (const args of [['ping'], ['--help'], ['-V'], ['--version'], ['--interactive'], ['--nope'], ['--rpc-timeout', '0'], ['--rpc-timeout', 'soon'], ['--concurrency', '1.5'], ['--log-level', 'loud'], ['--state-dir'], ['status', '--json']]) {
+    expect({ args, got: plainGahpOptions(args, {}, false) }).toEqual({ args, got: undefined });
+  }
+  expect(plainGahpOptions([], { BOINC_GAHP_RPC_TIMEOUT: '-1' }, false)).toBeUndefined();
+  expect(plainGahpOptions([], { BOINC_GAHP_SOMETHING_NEW: 'x' }, false)).toBeUndefined();
+  // On a terminal with no --protocol it is the interactive prompt: commander's path.
+  expect(plainGahpOptions([], {}, true)).toBeUndefined();
+});
+
+test('the GAHP as HTCondor starts it answers without loading commander; a bad value still gets commander\'s usage error', async () => {
+  const stateDir = makeTempDir('boinc-gahp-args-');
+  const probe = path.join(stateDir, 'probe.cjs');
+  // Reports at exit whether any module of commander was loaded into the process.
+  fs.writeFileSync(probe, "process.on('exit', () => process.stderr.write('commander loaded: ' + Object.keys(require.cache).some((k) => k.includes('/commander/')) + '\\n'));\n");
+  try {
+    const run = (args: string[], input: string) =>
+      new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+        const child = spawn(process.execPath, ['-r', probe, GAHP_BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+        let out = '';
+        let err = '';
+        child.stdout.on('data', (d) => (out += d));
+        child.stderr.on('data', (d) => (err += d));
+        child.on('close', (code) => resolve({ code, out, err }));
+        child.stdin.end(input);
+      });
+    const plain = await run(['--state-dir', stateDir], 'VERSION\nQUIT\n');
+    expect(plain.code).toBe(0);
+    expect(plain.out).toMatch(/^\$GahpVersion: /);
+    expect(plain.err).toContain('commander loaded: false');
+    const bad = await run(['--state-dir', stateDir, '--rpc-timeout', '0'], '');
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('--rpc-timeout must be a positive number');
+    expect(bad.err).toContain('commander loaded: true');
+  } finally {
+    fs.rmSync(stateDir, { recursive: true, force: true });
+  }
+}, 30_000);
