@@ -15,9 +15,8 @@
  *   the connection, 'response' while waiting for the reply's head, 'socket' after it.
  */
 import * as fsp from 'node:fs/promises';
-import type * as http from 'node:http';
+import * as http from 'node:http';
 import type * as https from 'node:https';
-import { createRequire } from 'node:module';
 import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 
@@ -47,9 +46,8 @@ export class FileChangedError extends Error {
 }
 
 /**
- * Keep-alive agents, one per scheme. node:http and node:https (TLS) are loaded with the
- * first URL of their scheme: a GAHP that has not talked yet, or talks only plain http,
- * does not pay their memory.
+ * Keep-alive agents, one per scheme. node:https (TLS, ~1 MiB) is loaded with the first
+ * https URL: a GAHP that talks plain http does not pay for it.
  */
 export class Agents {
   private plain: http.Agent | undefined;
@@ -58,11 +56,9 @@ export class Agents {
 
   async forUrl(url: URL): Promise<{ mod: typeof http | typeof https; agent: http.Agent }> {
     if (url.protocol === 'http:') {
-      // Loaded with the first call: an idle GAHP has not needed it.
-      const mod = createRequire(import.meta.url)('node:http') as typeof http;
-      this.plain ??= new mod.Agent(AGENT_OPTIONS);
+      this.plain ??= new http.Agent(AGENT_OPTIONS);
       if (this.destroyed) this.plain.destroy();
-      return { mod, agent: this.plain };
+      return { mod: http, agent: this.plain };
     }
     if (url.protocol !== 'https:') throw new HttpFailure('ERR_INVALID_URL', `unsupported protocol ${url.protocol}`);
     this.secure ??= import('node:https').then((mod) => ({ mod, agent: new mod.Agent(AGENT_OPTIONS) }));
