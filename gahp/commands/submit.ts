@@ -186,6 +186,12 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
       lookups.abort();
       throw err;
     }
+    // A name the ledger does not know is created next (unless the template check fails):
+    // its 'creating' record is made durable now, while the template and the hashes are
+    // worked on, not between them and create_batch. A check that fails later leaves the
+    // record without a batch id; a repeat of the name then looks it up first, nothing else.
+    const creatingRecorded = lookUp ? undefined : ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'creating', physFiles: [], jobs: {} });
+    creatingRecorded?.catch(() => undefined);
 
     // Hashing starts now (after the cache is loaded, on the first submit). Its results
     // arrive while the template is checked and the batch looked for or created; once the
@@ -280,7 +286,7 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
       await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'staging', batchId, leaseExpiresAt: expireTime });
     } else {
       // 4b. Create the batch. The ledger first knows we may be creating it.
-      await ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'creating', physFiles: [], jobs: {} });
+      await (creatingRecorded ?? ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'creating', physFiles: [], jobs: {} }));
       const expireTime = Math.floor(Date.now() / 1000) + config.defaultLeaseSeconds;
       batchId = await step('create_batch', () => createBatch(rpc, req, expireTime, signal));
       // Not waited for here: staging starts at once. Until this is durable a crash leaves
