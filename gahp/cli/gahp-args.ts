@@ -3,7 +3,7 @@
  * or a wrapper's global options and BOINC_GAHP_* variables) is parsed with node's
  * util.parseArgs, so the gridmanager's GAHP never loads commander and the child_process,
  * net and dgram modules it pulls in: ~4 MiB of a process that should idle under 50 MiB
- * (docs/architecture.md, "Memory").
+ * (docs/architecture.md, "Round trips and memory").
  *
  * Only plain cases qualify. Anything else (a subcommand, --help, --version, --interactive,
  * a value to reject, a terminal on stdin, a BOINC_GAHP_* variable this table does not
@@ -11,7 +11,6 @@
  * every option and its message.
  */
 import { parseArgs } from 'node:util';
-import type { LogLevel } from '../log.js';
 import type { GlobalOptions } from './subcommands.js';
 
 type Kind = 'string' | 'boolean' | 'level' | 'positive' | 'positiveInt';
@@ -65,11 +64,11 @@ export function plainGahpOptions(args: readonly string[], env: NodeJS.ProcessEnv
       options: Object.fromEntries(OPTIONS.map((o) => [o.name, { type: o.kind === 'boolean' ? 'boolean' : 'string' }])),
       strict: true,
       allowPositionals: false,
-    }).values as Record<string, string | boolean | undefined>;
+    }).values;
   } catch {
     return undefined;
   }
-  const out: Record<string, unknown> = { logLevel: 'debug' as LogLevel };
+  const out: Record<string, unknown> = { logLevel: 'debug' };
   for (const o of OPTIONS) {
     const given = values[o.name];
     if (o.kind === 'boolean') {
@@ -84,5 +83,5 @@ export function plainGahpOptions(args: readonly string[], env: NodeJS.ProcessEnv
   }
   // On a terminal the GAHP is an interactive prompt unless --protocol says otherwise.
   if (stdinIsTTY && out.protocol !== true) return undefined;
-  return out as GlobalOptions & { protocol?: boolean };
+  return out;
 }

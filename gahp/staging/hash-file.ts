@@ -15,7 +15,7 @@ export function hashFileSync(path: string, buf: Buffer): WorkerHashResult {
   let fd: number | undefined;
   try {
     fd = fs.openSync(path, 'r');
-    const st = fs.fstatSync(fd, { bigint: true }) as fs.BigIntStats;
+    const st = fs.fstatSync(fd, { bigint: true });
     if (!st.isFile()) return { path, error: 'not a regular file' };
     const before = fileKey(st);
     const hashedAtMs = Date.now();
@@ -30,7 +30,7 @@ export function hashFileSync(path: string, buf: Buffer): WorkerHashResult {
       hash.update(n === buf.length ? buf : buf.subarray(0, n));
       total += n;
     }
-    const after = fileKey(fs.fstatSync(fd, { bigint: true }) as fs.BigIntStats);
+    const after = fileKey(fs.fstatSync(fd, { bigint: true }));
     if (!sameFileKey(before, after)) return { path, error: 'the file changed while it was being hashed' };
     return { path, md5: hash.digest('hex'), key: before, hashedAtMs };
   } catch (err) {

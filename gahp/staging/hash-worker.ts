@@ -33,7 +33,7 @@ async function hashOne(path: string): Promise<WorkerHashResult> {
   } catch {
     size = 0; // hashFileSync reports the error
   }
-  if (size <= CHUNK) return hashFileSync(path, buffers[0]!);
+  if (size <= CHUNK) return hashFileSync(path, buffers[0]);
   let fd: number | undefined;
   try {
     fd = fs.openSync(path, 'r');
