@@ -35,6 +35,7 @@ import type { AppTemplates, BoincRpc, CompletedJob } from '../../boinc-rpc/types
 import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
 import { ensureDirInside, isSafeRelativePath, resolveUnder, Staging, sweepStaleTemps } from '../output/staging.js';
 import { stageStderrAppend, withPathLock } from '../output/stderr.js';
+import { appStderr } from '../output/stderr-text.js';
 import { SafeZip } from '../output/unzip.js';
 
 export interface FetchSpec {
@@ -132,7 +133,7 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRe
         // A failed job (error instance) has no output files to fetch: only its stderr.
         if (hasCanonical) await stageOutputs(rpc, req, templates, staging, ctx.signal);
         await withPathLock(stderrPath, async () => {
-          const after = await stageStderrAppend(staging, stderrPath, job.stderrOut ?? '');
+          const after = await stageStderrAppend(staging, stderrPath, appStderr(job.stderrOut ?? ''));
           if (ctx.signal.aborted) throw new Error('GAHP shutting down: fetch abandoned');
           await staging.commit();
           if (after) await after();

@@ -8,7 +8,7 @@ import * as fsp from 'node:fs/promises';
 import type { Staging } from './staging.js';
 
 /** Stages the append; returns work to run after the staging commit (or undefined). */
-export async function stageStderrAppend(staging: Staging, dest: string, text: string): Promise<(() => Promise<void>) | undefined> {
+export async function stageStderrAppend(staging: Staging, dest: string, text: string | Buffer): Promise<(() => Promise<void>) | undefined> {
   if (text.length === 0 || dest === '/dev/null') return undefined;
   let target = dest;
   let st: import('node:fs').Stats | undefined;

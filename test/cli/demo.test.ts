@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { upperAscii } from '../../fixtures/apps.js';
+import { stderrFilePattern } from '../../fixtures/test-server/index.js';
 import { REPO_ROOT, makeTempDir } from '../support/gahp-process.js';
 
 test('the demo runs the whole cycle and every output is correct', async () => {
@@ -58,7 +59,7 @@ test('the demo runs the whole cycle and every output is correct', async () => {
     expect(files.filter((f) => f.startsWith('out.'))).toHaveLength(20);
     for (let p = 0; p < 20; p++) {
       expect(fs.readFileSync(path.join(out, `out.1001.${p}`))).toEqual(Buffer.concat([upperAscii(input), Buffer.from(`\nargs: -n ${p}\n`)]));
-      expect(fs.readFileSync(path.join(out, `job.1001.${p}.err`), 'utf8')).toBe(`uppercase: ${input.length} bytes\n`);
+      expect(fs.readFileSync(path.join(out, `job.1001.${p}.err`), 'utf8')).toMatch(stderrFilePattern(`uppercase: ${input.length} bytes\n`));
     }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

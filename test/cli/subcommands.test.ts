@@ -5,7 +5,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { startTestServer, type TestBoincServer } from '../../fixtures/test-server/index.js';
+import { startTestServer, stderrFilePattern, type TestBoincServer } from '../../fixtures/test-server/index.js';
 import { GAHP_VERSION } from '../../gahp/version.js';
 import { GahpProcess, makeTempDir } from '../support/gahp-process.js';
 import { runCli } from './cli-support.js';
@@ -120,7 +120,7 @@ test('status, lease, fetch, abort, retire on a batch submitted through the GAHP'
   expect(f.code).toBe(0);
   expect(f.stdout).toMatch(/exit status 0, wall clock 12\.5/);
   expect(fs.readFileSync(path.join(dir, 'outs', 'renamed.txt'), 'utf8')).toBe('HELLO\n\nargs: x0\n');
-  expect(fs.readFileSync(path.join(dir, 'outs', 'job.err'), 'utf8')).toBe('uppercase: 6 bytes\n');
+  expect(fs.readFileSync(path.join(dir, 'outs', 'job.err'), 'utf8')).toMatch(stderrFilePattern('uppercase: 6 bytes\n'));
 
   const ab = await cli(['abort', `${batch}#1.1`, `${batch}#1.2`]);
   expect(ab.code).toBe(0);
