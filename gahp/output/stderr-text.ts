@@ -35,7 +35,7 @@ function restoreBytes(text: string): Buffer {
     const n = Number(m[1]);
     if (n < 128 || n > 255) continue;
     parts.push(Buffer.from(text.slice(last, m.index), 'utf8'), Buffer.from([n]));
-    last = m.index! + m[0].length;
+    last = m.index + m[0].length;
   }
   if (parts.length === 0) return Buffer.from(text, 'utf8');
   parts.push(Buffer.from(text.slice(last), 'utf8'));
