@@ -6,6 +6,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { upperAscii } from '../../fixtures/apps.js';
+import { stderrFilePattern } from '../../fixtures/test-server/index.js';
 import { v2Arguments, type BlahpJob, type StatusOutcome } from '../support/blahpd.js';
 import { jobDir, nameOf, startBlahpEnv, type BlahpEnv } from './support.js';
 
@@ -108,7 +109,7 @@ test('submit -> idle -> running -> completed with outputs in Iwd and remaps appl
     // Status 4 means the outputs are already in place.
     expect(fs.readFileSync(dest)).toEqual(expected);
     expect(fs.existsSync(path.join(iwd, 'out'))).toBe(false);
-    expect(fs.readFileSync(path.join(iwd, `job${k}.err`), 'utf8')).toBe(`uppercase: ${inputs[k]!.length} bytes\n`);
+    expect(fs.readFileSync(path.join(iwd, `job${k}.err`), 'utf8')).toMatch(stderrFilePattern(`uppercase: ${inputs[k]!.length} bytes\n`));
     expect(fs.readFileSync(path.join(iwd, `job${k}.out`), 'utf8')).toBe('');
     expect(fs.readdirSync(iwd).filter((n) => n.includes('.part'))).toEqual([]);
   }
