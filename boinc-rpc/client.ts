@@ -30,7 +30,9 @@ import type {
   SubmitBatchRequest,
   TemplatesRequest,
   UploadFilesRequest,
+  UploadSizeRequest,
 } from './types.js';
+import { multipartBodyBytes } from './upload-limits.js';
 
 const SUBMIT = 'submit_rpc_handler.php';
 const JOB_FILE = 'job_file.php';
@@ -302,17 +304,26 @@ export class BoincClient implements BoincRpc {
     await this.call(
       'upload_files',
       JOB_FILE,
-      () => {
-        const x = this.req('upload_files');
-        if (req.batchId !== undefined && req.batchId !== 0) x.el('batch_id', req.batchId);
-        x.opt('delete_time', req.deleteTime);
-        for (const f of req.files) x.el('phys_name', f.physName);
-        return x.toString();
-      },
+      () => this.uploadRequest(req),
       false,
       (t) => parseSuccess('upload_files', t),
       req.signal,
       req.files.map((f) => ({ path: f.path, name: f.physName })),
+    );
+  }
+
+  private uploadRequest(req: { files: ReadonlyArray<{ physName: string }>; batchId?: number; deleteTime?: number }): string {
+    const x = this.req('upload_files');
+    if (req.batchId !== undefined && req.batchId !== 0) x.el('batch_id', req.batchId);
+    x.opt('delete_time', req.deleteTime);
+    for (const f of req.files) x.el('phys_name', f.physName);
+    return x.toString();
+  }
+
+  uploadBodyBytes(req: UploadSizeRequest): number {
+    return multipartBodyBytes(
+      this.uploadRequest(req),
+      req.files.map((f) => ({ filename: f.physName, size: f.size })),
     );
   }
 

@@ -142,6 +142,13 @@ export interface UploadFilesRequest extends CallOptions {
   deleteTime?: number;
 }
 
+/** An upload_files request to be sized (uploadBodyBytes): names, sizes, batch_id, delete_time. */
+export interface UploadSizeRequest {
+  files: ReadonlyArray<{ physName: string; size: number }>;
+  batchId?: number;
+  deleteTime?: number;
+}
+
 export interface FetchOutputRequest extends CallOptions {
   jobName: string;
   /** Index of the output file in the app's output template. */
@@ -164,6 +171,11 @@ export interface BoincRpc {
   /** Returns the indices (into physNames) of files the server lacks. */
   queryFiles(req: QueryFilesRequest): Promise<number[]>;
   uploadFiles(req: UploadFilesRequest): Promise<void>;
+  /**
+   * The exact size in bytes of the HTTP body uploadFiles would send for this request
+   * (multipart framing included), to keep requests within the project's post_max_size.
+   */
+  uploadBodyBytes(req: UploadSizeRequest): number;
   /** Streams output file fileNum of the job's canonical instance to destPath. */
   fetchOutputFile(req: FetchOutputRequest): Promise<{ bytes: number }>;
   /** Releases keep-alive connections. */

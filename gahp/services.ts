@@ -21,6 +21,13 @@ export interface GahpConfig {
    * a real server silently drops the files beyond its limit).
    */
   uploadBatchFiles?: number;
+  /**
+   * Largest upload_files body in bytes, multipart framing included: the project's PHP
+   * post_max_size (default 8M; a bigger POST reaches BOINC's handler empty).
+   */
+  postMaxSize?: number;
+  /** Largest single input file the project's PHP accepts: upload_max_filesize (default 2M). */
+  uploadMaxFilesize?: number;
   /** Worker threads used to hash many files (default: number of cores). */
   hashWorkers: number;
   /**

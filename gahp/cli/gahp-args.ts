@@ -12,8 +12,9 @@
  */
 import { parseArgs } from 'node:util';
 import type { GlobalOptions } from './subcommands.js';
+import { parsePhpSize } from '../../boinc-rpc/upload-limits.js';
 
-type Kind = 'string' | 'boolean' | 'level' | 'positive' | 'positiveInt';
+type Kind = 'string' | 'boolean' | 'level' | 'positive' | 'positiveInt' | 'phpSize';
 
 /** The global options of the GAHP itself: name, kind, environment variable (as in main.ts). */
 const OPTIONS: ReadonlyArray<{ name: string; key: keyof GlobalOptions | 'protocol'; kind: Kind; env?: string }> = [
@@ -26,6 +27,9 @@ const OPTIONS: ReadonlyArray<{ name: string; key: keyof GlobalOptions | 'protoco
   { name: 'rpc-timeout', key: 'rpcTimeout', kind: 'positive', env: 'BOINC_GAHP_RPC_TIMEOUT' },
   { name: 'command-timeout', key: 'commandTimeout', kind: 'positive', env: 'BOINC_GAHP_COMMAND_TIMEOUT' },
   { name: 'concurrency', key: 'concurrency', kind: 'positiveInt', env: 'BOINC_GAHP_CONCURRENCY' },
+  { name: 'max-file-uploads', key: 'maxFileUploads', kind: 'positiveInt', env: 'BOINC_GAHP_MAX_FILE_UPLOADS' },
+  { name: 'post-max-size', key: 'postMaxSize', kind: 'phpSize', env: 'BOINC_GAHP_POST_MAX_SIZE' },
+  { name: 'upload-max-filesize', key: 'uploadMaxFilesize', kind: 'phpSize', env: 'BOINC_GAHP_UPLOAD_MAX_FILESIZE' },
   { name: 'protocol', key: 'protocol', kind: 'boolean' },
 ];
 
@@ -44,6 +48,12 @@ function convert(kind: Kind, text: string): string | number | undefined {
       const n = Number(text);
       return Number.isInteger(n) && n > 0 ? n : undefined;
     }
+    case 'phpSize':
+      try {
+        return parsePhpSize(text);
+      } catch {
+        return undefined;
+      }
     default:
       return text;
   }

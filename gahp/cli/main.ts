@@ -15,6 +15,7 @@ import {
   retireCmd, runOptions, statusCmd, type GlobalOptions,
 } from './subcommands.js';
 import { SubmitFileError } from './submit-file.js';
+import { parsePhpSize } from '../../boinc-rpc/upload-limits.js';
 
 function positiveNumber(what: string) {
   return (v: string): number => {
@@ -44,6 +45,17 @@ async function gahpOrPrompt(opts: GlobalOptions & { protocol?: boolean; interact
     return runInteractive(base);
   }
   return runGahp(base);
+}
+
+/** A php.ini size (8M, 2M, 512K, 1G, bytes), as the project's php.ini says it. */
+function phpSize(what: string) {
+  return (v: string): number => {
+    try {
+      return parsePhpSize(v);
+    } catch (err) {
+      throw new UsageError(`${what}: ${(err as Error).message}`);
+    }
+  };
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -78,6 +90,9 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(new Option('--rpc-timeout <seconds>', 'timeout of one BOINC RPC').env('BOINC_GAHP_RPC_TIMEOUT').argParser(positiveNumber('--rpc-timeout')))
     .addOption(new Option('--command-timeout <seconds>', 'longest time to the result of one BOINC_* command (default: none)').env('BOINC_GAHP_COMMAND_TIMEOUT').argParser(positiveNumber('--command-timeout')))
     .addOption(new Option('--concurrency <n>', 'BOINC RPCs in flight at once per project').env('BOINC_GAHP_CONCURRENCY').argParser(positiveInt('--concurrency')))
+    .addOption(new Option('--max-file-uploads <n>', "the project's PHP max_file_uploads: most files per upload request (default 20)").env('BOINC_GAHP_MAX_FILE_UPLOADS').argParser(positiveInt('--max-file-uploads')))
+    .addOption(new Option('--post-max-size <size>', "the project's PHP post_max_size, e.g. 8M: largest upload request (default 8M)").env('BOINC_GAHP_POST_MAX_SIZE').argParser(phpSize('--post-max-size')))
+    .addOption(new Option('--upload-max-filesize <size>', "the project's PHP upload_max_filesize, e.g. 2M: largest input file (default 2M)").env('BOINC_GAHP_UPLOAD_MAX_FILESIZE').argParser(phpSize('--upload-max-filesize')))
     .addOption(new Option('--protocol', 'speak the raw protocol even on a terminal (no interactive prompt)'))
     .addOption(new Option('--interactive', 'use the interactive prompt even when stdin is not a terminal'));
 

@@ -27,6 +27,10 @@ export interface GahpRunOptions {
   commandConcurrency?: number;
   leaseSeconds?: number;
   maxLineBytes?: number;
+  /** The project's PHP upload limits (GahpConfig: uploadBatchFiles, postMaxSize, uploadMaxFilesize). */
+  maxFileUploads?: number;
+  postMaxSize?: number;
+  uploadMaxFilesize?: number;
   input?: NodeJS.ReadableStream;
   output?: NodeJS.WritableStream;
   /** BOINC_SUBMIT's hashing and upload progress (GahpServices.progress; in-process only). */
@@ -61,6 +65,9 @@ export function createServices(opts: GahpRunOptions): GahpServices {
   const config = defaultConfig(stateDir, {
     ...(opts.leaseSeconds ? { defaultLeaseSeconds: opts.leaseSeconds } : {}),
     ...(opts.commandTimeoutMs ? { commandTimeoutMs: opts.commandTimeoutMs } : {}),
+    ...(opts.maxFileUploads ? { uploadBatchFiles: opts.maxFileUploads } : {}),
+    ...(opts.postMaxSize ? { postMaxSize: opts.postMaxSize } : {}),
+    ...(opts.uploadMaxFilesize ? { uploadMaxFilesize: opts.uploadMaxFilesize } : {}),
   });
   return { session, config, log, ledger: JournalLedger.open(stateDir), ...(opts.progress ? { progress: opts.progress } : {}) };
 }

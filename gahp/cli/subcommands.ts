@@ -33,6 +33,9 @@ export interface GlobalOptions {
   rpcTimeout?: number;
   commandTimeout?: number;
   concurrency?: number;
+  maxFileUploads?: number;
+  postMaxSize?: number;
+  uploadMaxFilesize?: number;
   quiet?: boolean;
 }
 
@@ -50,6 +53,9 @@ export function runOptions(g: GlobalOptions): Omit<GahpRunOptions, 'input' | 'ou
     rpcTimeoutMs: g.rpcTimeout ? g.rpcTimeout * 1000 : undefined,
     commandTimeoutMs: g.commandTimeout ? g.commandTimeout * 1000 : undefined,
     rpcConcurrency: g.concurrency,
+    maxFileUploads: g.maxFileUploads,
+    postMaxSize: g.postMaxSize,
+    uploadMaxFilesize: g.uploadMaxFilesize,
   };
 }
 

@@ -50,6 +50,7 @@ import { HashCache } from '../staging/hash-cache.js';
 import { HashPool, hashSources, type HashedFile, type HashSourcesResult } from '../staging/hashing.js';
 import { physName } from '../staging/plan.js';
 import { createStager, type StageFile } from '../staging/upload.js';
+import { PHP_DEFAULT_UPLOAD_LIMITS } from '../../boinc-rpc/upload-limits.js';
 import { PhaseProgress } from '../staging/progress.js';
 
 /** A failed step: the message says which step and why. */
@@ -311,7 +312,9 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
       reused: existing !== undefined,
       uploadConcurrency: config.uploadConcurrency,
       uploadBatchBytes: config.uploadBatchBytes,
-      uploadBatchFiles: config.uploadBatchFiles ?? 20,
+      uploadBatchFiles: config.uploadBatchFiles ?? PHP_DEFAULT_UPLOAD_LIMITS.maxFileUploads,
+      postMaxSize: config.postMaxSize ?? PHP_DEFAULT_UPLOAD_LIMITS.postMaxSize,
+      uploadMaxFilesize: config.uploadMaxFilesize ?? PHP_DEFAULT_UPLOAD_LIMITS.uploadMaxFilesize,
       log: (l) => log.info(`${tag}: ${l}`),
       signal: ctx.signal,
       ...(services.progress ? { onSettled: (n: number, b: number) => uploadProgress.add(n, b) } : {}),

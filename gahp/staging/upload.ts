@@ -1,12 +1,25 @@
 /**
  * Puts a batch's input files on the server and links every one of them to the batch, so
  * BOINC's file deleter keeps them while the batch lives. Safe against the real server's
- * non-idempotent file RPCs (docs/boinc-server.md, "What the real server does"):
+ * non-idempotent file RPCs (docs/boinc-server.md, "Input files: job_file.php"):
  *
+ * - `query_files` never carries a delete_time. The real handler raises a registered file's
+ *   delete_time when the request's is later, and then reports its own successful update as
+ *   the error `job_file->update() failed: `, stopping at that file (earlier files linked,
+ *   the rest not): with a delete_time that grows with the clock, every reuse of a file
+ *   uploaded in an earlier second would fail, and a repeat dies on the files it already
+ *   linked. Without one (0, as BOINC's own Python client sends) nothing is updated. What
+ *   protects a reused file is its link to this batch: the job file deleter keeps files that
+ *   are linked to a batch that is not yet complete (job_file.php's design; the page above
+ *   also says what BOINC's delete_job_files script really checks).
  * - `query_files` WITH batch_id links present files; repeating it for a file already linked
  *   fails (`Duplicate entry`). It is sent once per name, and only for a batch we just created.
  * - `upload_files` of a registered name fails; it is sent only for names a query reported
- *   absent, with batch_id and delete_time so the uploaded files are linked and protected.
+ *   absent, with batch_id and delete_time (the lease's end) so the uploaded files are linked
+ *   and protected; a new row takes that delete_time as it is inserted (no update involved).
+ * - Every upload_files request fits the project's PHP limits (max_file_uploads,
+ *   post_max_size counting the multipart framing, upload_max_filesize); a file that cannot
+ *   fit fails staging at once, naming the php.ini settings to raise.
  * - After anything failed or uncertain, what is present is learnt with `query_files` WITHOUT
  *   batch_id (idempotent); present files are then linked one name per call, where a
  *   `Duplicate entry` answer proves the file was already linked. Only absent files are
@@ -25,6 +38,7 @@ import PQueue from 'p-queue';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { isCutShort } from '../../boinc-rpc/xml.js';
 import type { BoincRpc } from '../../boinc-rpc/types.js';
+import { formatPhpSize } from '../../boinc-rpc/upload-limits.js';
 import type { FileKey } from './hash-types.js';
 import { fileKey, sameFileKey } from './hash-key.js';
 import { chunks } from './plan.js';
@@ -48,7 +62,12 @@ export interface StageOptions {
   reused: boolean;
   uploadConcurrency: number;
   uploadBatchBytes: number;
+  /** Most files per upload_files (the project's PHP max_file_uploads). */
   uploadBatchFiles: number;
+  /** The project's PHP post_max_size: largest upload_files body, framing included (0: none). */
+  postMaxSize?: number;
+  /** The project's PHP upload_max_filesize: largest single file (0: none). */
+  uploadMaxFilesize?: number;
   /** Attempts per upload group before giving up (default 5; fewer when attempts time out). */
   maxAttempts?: number;
   /** First backoff delay in ms (default 250). */
@@ -171,7 +190,7 @@ export function createStager(opts: StageOptions): Stager {
     const present: StageFile[] = [];
     const absent: StageFile[] = [];
     for (const part of chunks(list, QUERY_CHUNK)) {
-      const idx = await retrying('query_files', () => rpc.queryFiles({ physNames: part.map((f) => f.physName), deleteTime, signal }));
+      const idx = await retrying('query_files', () => rpc.queryFiles({ physNames: part.map((f) => f.physName), signal }));
       const missing = new Set(idx);
       part.forEach((f, i) => (missing.has(i) ? absent : present).push(f));
     }
@@ -187,7 +206,7 @@ export function createStager(opts: StageOptions): Stager {
     for (let attempt = 0; ; attempt++) {
       aborted();
       try {
-        const idx = await rpc.queryFiles({ physNames: [f.physName], batchId, deleteTime, signal });
+        const idx = await rpc.queryFiles({ physNames: [f.physName], batchId, signal });
         return idx.length === 0;
       } catch (err) {
         if (isDuplicate(err) && !/jf_name|md5/i.test((err as BoincRpcError).serverMessage)) return true;
@@ -224,7 +243,7 @@ export function createStager(opts: StageOptions): Stager {
     for (const part of chunks(list, QUERY_CHUNK)) {
       aborted();
       try {
-        const idx = new Set(await rpc.queryFiles({ physNames: part.map((f) => f.physName), batchId, deleteTime, signal }));
+        const idx = new Set(await rpc.queryFiles({ physNames: part.map((f) => f.physName), batchId, signal }));
         const found: StageFile[] = [];
         part.forEach((f, i) => (idx.has(i) ? toUpload : found).push(f));
         report.present += found.length;
@@ -250,7 +269,7 @@ export function createStager(opts: StageOptions): Stager {
     let gone: StageFile[] | undefined;
     if (optimistic && present.length > 0 && present.length <= QUERY_CHUNK) {
       try {
-        const idx = new Set(await rpc.queryFiles({ physNames: present.map((f) => f.physName), batchId, deleteTime, signal }));
+        const idx = new Set(await rpc.queryFiles({ physNames: present.map((f) => f.physName), batchId, signal }));
         gone = present.filter((_, i) => idx.has(i));
       } catch (err) {
         if (isPermanent(err) && !isDuplicate(err)) throw err;
@@ -337,8 +356,35 @@ export function createStager(opts: StageOptions): Stager {
     }));
   }
 
+  const postMax = opts.postMaxSize ?? 0;
+  const fileMax = opts.uploadMaxFilesize ?? 0;
+  const bodyBytes = (files: readonly StageFile[]) => rpc.uploadBodyBytes({ files, batchId, deleteTime });
+  const raise = 'the project must raise it in php.ini, and the GAHP be told the new limits (--upload-max-filesize, --post-max-size)';
+
+  /** Refuses a file no upload_files request can carry under the project's PHP limits. */
+  function checkFits(f: StageFile): void {
+    if (fileMax > 0 && f.size > fileMax) {
+      throw new StagingError(
+        `input file ${f.path} (${f.size} bytes) is larger than the project's PHP limit upload_max_filesize (${formatPhpSize(fileMax)}): ` +
+          `${raise}; post_max_size must then exceed the file too`,
+      );
+    }
+    const single = postMax > 0 ? bodyBytes([f]) : 0;
+    if (postMax > 0 && single > postMax) {
+      throw new StagingError(
+        `input file ${f.path} (${f.size} bytes) needs an upload request of ${single} bytes, more than the project's PHP limit post_max_size (${formatPhpSize(postMax)}): ${raise}`,
+      );
+    }
+  }
+
   function enqueueUpload(f: StageFile): void {
-    if (group.length > 0 && (groupBytes + f.size > opts.uploadBatchBytes || group.length >= opts.uploadBatchFiles)) flushGroup();
+    checkFits(f);
+    if (
+      group.length > 0 &&
+      (groupBytes + f.size > opts.uploadBatchBytes || group.length >= opts.uploadBatchFiles || (postMax > 0 && bodyBytes([...group, f]) > postMax))
+    ) {
+      flushGroup();
+    }
     group.push(f);
     groupBytes += f.size;
     if (group.length >= opts.uploadBatchFiles || groupBytes >= opts.uploadBatchBytes) flushGroup();

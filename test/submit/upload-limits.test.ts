@@ -1,0 +1,87 @@
+/**
+ * Issue 11 §1b: every upload_files request fits PHP's default limits (max_file_uploads 20,
+ * post_max_size 8M with the multipart framing, upload_max_filesize 2M), which the test
+ * server enforces by default as PHP does (docs/boinc-server.md, "PHP's limits on uploads").
+ * Through the real GAHP process.
+ */
+import * as crypto from 'node:crypto';
+import { startEnv, batchName, jobName, type Env } from '../commands/helpers.js';
+import { submitLine, phys, writeInput, rpcNames, uploadedNames, expectOneCompleteBatch, type LineJob } from './support.js';
+
+let env: Env;
+
+beforeAll(async () => {
+  env = await startEnv();
+});
+
+afterAll(async () => {
+  await env?.close();
+});
+
+const MiB = 1024 * 1024;
+let seq = 0;
+
+function bigInputs(e: Env, n: number, size: number): { paths: string[]; contents: Buffer[] } {
+  const tag = seq++;
+  const contents = Array.from({ length: n }, () => crypto.randomBytes(size));
+  return { contents, paths: contents.map((c, i) => writeInput(e.dir, `limits${tag}/f${i}.bin`, c)) };
+}
+
+function jobsOver(batch: string, cluster: number, paths: string[]): LineJob[] {
+  return paths.map((p, i) => ({ name: jobName(batch, cluster, i), inputs: [[p, 'in']] }));
+}
+
+test('ten new 1 MiB files go up in requests that each fit post_max_size 8M', async () => {
+  const { paths, contents } = bigInputs(env, 10, MiB);
+  const batch = batchName('uppercase');
+  const jobs = jobsOver(batch, 400, paths);
+  const since = env.server.rpcLog().length;
+  expect(await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, 60_000)).toEqual(['NULL']);
+  expectOneCompleteBatch(env.server, batch, jobs.map((j) => j.name));
+  expect(uploadedNames(env.server, since).sort()).toEqual(contents.map(phys).sort());
+  const uploads = env.server.rpcLog().slice(since).filter((e) => e.script === 'job_file.php');
+  // Every request reached the handler whole (one PHP dropped would have no root element).
+  for (const e of uploads) expect(e.rpc).not.toBe('');
+  const sizes = uploads.filter((e) => e.rpc === 'upload_files').map((e) => e.bodyBytes!);
+  expect(sizes.length).toBeGreaterThanOrEqual(2);
+  for (const n of sizes) expect(n).toBeLessThanOrEqual(8 * MiB);
+}, 60_000);
+
+test('a file over upload_max_filesize fails the submit at once, naming the php.ini settings', async () => {
+  const { paths } = bigInputs(env, 1, 2 * MiB + 1);
+  const batch = batchName('uppercase');
+  const since = env.server.rpcLog().length;
+  const t0 = Date.now();
+  const [msg] = await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobsOver(batch, 401, paths))}`, 60_000);
+  expect(msg).toContain(paths[0]!);
+  expect(msg).toContain('upload_max_filesize');
+  expect(msg).toContain('post_max_size');
+  expect(msg).toContain('php.ini');
+  // Nothing was tried that could not succeed.
+  expect(rpcNames(env.server, since)).not.toContain('upload_files');
+  expect(rpcNames(env.server, since)).not.toContain('submit_batch');
+  expect(Date.now() - t0).toBeLessThan(4000);
+}, 60_000);
+
+test('raised limits, told to the GAHP by options and environment, let bigger files through', async () => {
+  const raised = await startEnv(
+    { php: { uploadMaxFilesize: 4 * MiB, postMaxSize: 16 * MiB, maxFileUploads: 20 } },
+    { args: ['--upload-max-filesize', '4M'], env: { BOINC_GAHP_POST_MAX_SIZE: '16M' } },
+  );
+  try {
+    const { paths, contents } = bigInputs(raised, 6, 3 * MiB);
+    const batch = batchName('uppercase');
+    const jobs = jobsOver(batch, 402, paths);
+    const since = raised.server.rpcLog().length;
+    expect(await raised.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, 60_000)).toEqual(['NULL']);
+    expectOneCompleteBatch(raised.server, batch, jobs.map((j) => j.name));
+    expect(uploadedNames(raised.server, since).sort()).toEqual(contents.map(phys).sort());
+    const sizes = raised.server.rpcLog().slice(since).filter((e) => e.rpc === 'upload_files').map((e) => e.bodyBytes!);
+    // 18 MiB in requests of at most 16M: more than one, none over.
+    expect(sizes.length).toBeGreaterThanOrEqual(2);
+    for (const n of sizes) expect(n).toBeLessThanOrEqual(16 * MiB);
+    expect(Math.max(...sizes)).toBeGreaterThan(8 * MiB);
+  } finally {
+    await raised.close();
+  }
+}, 60_000);
