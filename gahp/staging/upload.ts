@@ -1,7 +1,7 @@
 /**
  * Puts a batch's input files on the server and links every one of them to the batch, so
  * BOINC's file deleter keeps them while the batch lives. Safe against the real server's
- * non-idempotent file RPCs (docs/boinc-server.md, "Input files: job_file.php"):
+ * non-idempotent file RPCs (docs/boinc-server.md, "Input files in practice"):
  *
  * - `query_files` never carries a delete_time. The real handler raises a registered file's
  *   delete_time when the request's is later, and then reports its own successful update as

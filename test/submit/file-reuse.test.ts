@@ -2,7 +2,7 @@
  * Issue 11 §1: input files already on the server, against the test server's default (real)
  * quirks: query_files answers `job_file->update() failed: ` when a request's delete_time is
  * later than a file's stored one, and dies on a file already linked to the batch
- * (docs/boinc-server.md, "Input files: job_file.php"). Through the real GAHP process.
+ * (docs/boinc-server.md, "Input files in practice"). Through the real GAHP process.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
