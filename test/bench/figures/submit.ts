@@ -104,8 +104,11 @@ export async function submitOnce(sizes: SubmitSizes, files: string[], serverOpts
 /** Peak GAHP RSS while submitting one job whose input is a `bytes`-long sparse file. */
 export async function bigUploadOnce(bytes: number): Promise<{ rss_mb: number; seconds: number }> {
   const dir = benchTempDir('big');
-  const server = await BenchServer.start();
-  const gahp = await GahpDriver.start();
+  // One file of gigabytes: a project that raised PHP's upload limits for it, and a GAHP told
+  // so (docs/boinc-server.md, "PHP's limits on uploads"); through the environment, which
+  // the GAHPs of older commits ignore.
+  const server = await BenchServer.start({ php: { uploadMaxFilesize: 4 * GiB, postMaxSize: 4 * GiB } });
+  const gahp = await GahpDriver.start({ env: { BOINC_GAHP_UPLOAD_MAX_FILESIZE: '4G', BOINC_GAHP_POST_MAX_SIZE: '4G' } });
   try {
     const file = path.join(dir, 'big-input.dat');
     writeSparse(file, bytes);

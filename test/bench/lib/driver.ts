@@ -26,6 +26,8 @@ export interface DriverOptions {
   args?: string[];
   /** State directory; default a fresh temp dir removed by close(). */
   stateDir?: string;
+  /** Extra environment variables (older GAHPs ignore ones they do not know, unlike options). */
+  env?: NodeJS.ProcessEnv;
 }
 
 let started = 0;
@@ -87,6 +89,7 @@ export class GahpDriver {
     const nodeArgs = (process.env.BENCH_GAHP_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0);
     const child = spawn(process.execPath, [...nodeArgs, GAHP_BIN, '--state-dir', stateDir, ...logArgs, ...(opts.args ?? [])], {
       stdio: ['pipe', 'pipe', 'pipe'],
+      ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
     });
     const d = new GahpDriver(child, stateDir, opts.stateDir === undefined);
     const banner = await d.readLine();
