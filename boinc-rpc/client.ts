@@ -32,7 +32,7 @@ import type {
   UploadFilesRequest,
   UploadSizeRequest,
 } from './types.js';
-import { multipartBodyBytes } from './upload-limits.js';
+import { multipartLength } from './http.js';
 
 const SUBMIT = 'submit_rpc_handler.php';
 const JOB_FILE = 'job_file.php';
@@ -321,9 +321,9 @@ export class BoincClient implements BoincRpc {
   }
 
   uploadBodyBytes(req: UploadSizeRequest): number {
-    return multipartBodyBytes(
+    return multipartLength(
       this.uploadRequest(req),
-      req.files.map((f) => ({ filename: f.physName, size: f.size })),
+      req.files.map((f) => ({ name: f.physName, size: f.size })),
     );
   }
 

@@ -107,16 +107,8 @@ export interface FilePart {
  */
 function multipart(request: string, files: readonly FilePart[]): { contentType: string; length: number; write: (req: http.ClientRequest) => Promise<void> } {
   const boundary = `----boinc-gahp-${randomBytes(12).toString('hex')}`;
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="request"\r\n\r\n${request}\r\n`, 'utf8');
-  const partHeads = files.map((f, i) =>
-    Buffer.from(
-      `--${boundary}\r\nContent-Disposition: form-data; name="file_${i}"; filename="${f.name.replace(/["\r\n\\]/g, '_')}"\r\n` +
-        'Content-Type: application/octet-stream\r\n\r\n',
-      'utf8',
-    ),
-  );
+  const { head, partHeads, tail } = multipartFraming(boundary, request, files);
   const crlf = Buffer.from('\r\n');
-  const tail = Buffer.from(`--${boundary}--\r\n`);
   let length = head.length + tail.length;
   files.forEach((f, i) => (length += partHeads[i]!.length + f.size + crlf.length));
 
@@ -205,6 +197,30 @@ const asFailure = (err: unknown): Error => {
 };
 
 /** POSTs the multipart body; resolves with the whole reply (any status). */
+/** The multipart framing around the request field and each file part (boundary of 39 characters). */
+function multipartFraming(boundary: string, request: string, files: ReadonlyArray<{ name: string }>): { head: Buffer; partHeads: Buffer[]; tail: Buffer } {
+  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="request"\r\n\r\n${request}\r\n`, 'utf8');
+  const partHeads = files.map((f, i) =>
+    Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="file_${i}"; filename="${f.name.replace(/["\r\n\\]/g, '_')}"\r\n` +
+        'Content-Type: application/octet-stream\r\n\r\n',
+      'utf8',
+    ),
+  );
+  return { head, partHeads, tail: Buffer.from(`--${boundary}--\r\n`) };
+}
+
+/**
+ * The exact Content-Length postMultipart sends for this request field and these files
+ * (what PHP compares with post_max_size; docs/boinc-server.md, "PHP's limits on uploads").
+ */
+export function multipartLength(request: string, files: ReadonlyArray<{ name: string; size: number }>): number {
+  const { head, partHeads, tail } = multipartFraming(`----boinc-gahp-${'0'.repeat(24)}`, request, files);
+  let length = head.length + tail.length;
+  files.forEach((f, i) => (length += partHeads[i]!.length + f.size + 2));
+  return length;
+}
+
 export async function postMultipart(
   urlText: string,
   request: string,

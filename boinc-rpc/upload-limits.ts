@@ -40,25 +40,3 @@ export function formatPhpSize(bytes: number): string {
   }
   return String(bytes);
 }
-
-/** Length of the multipart boundary the form-data library generates (26 dashes, 24 hex digits). */
-const BOUNDARY_LENGTH = 50;
-
-/**
- * The exact size of the multipart/form-data body the transport sends: the `request` field,
- * then one part per file (`file_<i>`, filename, application/octet-stream), then the closing
- * delimiter. The same layout as transport.ts builds (form-data).
- */
-export function multipartBodyBytes(request: string, files: ReadonlyArray<{ filename: string; size: number }>): number {
-  const delimiter = 2 + BOUNDARY_LENGTH + 2; // --BOUNDARY CRLF
-  let n = delimiter + Buffer.byteLength('Content-Disposition: form-data; name="request"\r\n\r\n') + Buffer.byteLength(request) + 2;
-  files.forEach((f, i) => {
-    n +=
-      delimiter +
-      Buffer.byteLength(`Content-Disposition: form-data; name="file_${i}"; filename="${f.filename}"\r\n`) +
-      Buffer.byteLength('Content-Type: application/octet-stream\r\n\r\n') +
-      f.size +
-      2;
-  });
-  return n + 2 + BOUNDARY_LENGTH + 2 + 2; // --BOUNDARY-- CRLF
-}
