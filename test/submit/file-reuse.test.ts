@@ -7,6 +7,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startEnv, batchName, jobName, sleep, type Env } from '../commands/helpers.js';
+import { JournalLedger } from '../../gahp/ledger/journal-ledger.js';
 import { submitLine, phys, writeInput, uploadedNames, expectOneCompleteBatch, type LineJob } from './support.js';
 
 let env: Env;
@@ -78,7 +79,13 @@ test('crash recovery re-stages an existing batch whose files were put there earl
   const batch = batchName('uppercase');
   const jobs = jobsOver(batch, 303, paths);
   // An earlier attempt (a GAHP that was then killed) created the batch and staged some files
-  // with the delete_time of its time: two linked to the batch, one only registered.
+  // with the delete_time of its time: two linked to the batch, one only registered. Its
+  // ledger says 'creating' (written before create_batch went out).
+  await env.restart(async () => {
+    const ledger = JournalLedger.open(env.stateDir);
+    await ledger.upsert(env.server.url, batch, { app: 'uppercase', state: 'creating', physFiles: [], jobs: {} });
+    await ledger.close();
+  });
   const then = Math.floor(Date.now() / 1000);
   const batchId = await env.rpc.createBatch({ batchName: batch, appName: 'uppercase', expireTime: then + 3600 });
   const tmp = path.join(env.dir, `pre-${seq}.txt`);
