@@ -1,7 +1,8 @@
 /**
  * The debug log: timestamped lines to a file or stderr. Every line passes through
- * redact(): registered secrets (the authenticator), `auth_str=` URL values and
- * `<authenticator>` XML elements become `***`.
+ * redact(): registered secrets (the authenticator) become `***`, and so does whatever the
+ * registered redactors hide (the BOINC layer's: `auth_str=` URL values and
+ * `<authenticator>` elements, boinc-rpc/redact.ts).
  *
  * A file log is written asynchronously (the GAHP's reading loop never waits on disk);
  * flush() waits for it, and whatever is still buffered when the process exits is written
@@ -98,6 +99,8 @@ class AsyncFileSink implements LogSink {
 
 export class Logger {
   private readonly secrets = new Set<string>();
+  /** Rules for secrets known by where they appear rather than by value (addRedactor). */
+  private readonly redactors: Array<(text: string) => string> = [];
   private readonly threshold: number;
 
   constructor(private readonly sink: LogSink | null = null, level: LogLevel = 'debug') {
@@ -130,10 +133,17 @@ export class Logger {
     if (secret.length >= 4) this.secrets.add(secret);
   }
 
+  /**
+   * A rule that hides secrets by where they appear (e.g. a URL parameter), for the layer
+   * that knows its wire format to register: this logger knows no format of its own.
+   */
+  addRedactor(redactor: (text: string) => string): void {
+    if (!this.redactors.includes(redactor)) this.redactors.push(redactor);
+  }
+
   redact(text: string): string {
-    let out = text
-      .replace(/(auth_str=)[^&\s]*/g, '$1***')
-      .replace(/(<authenticator>)[^<]*(<\/authenticator>)/g, '$1***$2');
+    let out = text;
+    for (const r of this.redactors) out = r(out);
     for (const s of this.secrets) if (out.includes(s)) out = out.split(s).join('***');
     return out;
   }

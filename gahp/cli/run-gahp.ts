@@ -14,6 +14,7 @@ import { defaultStateDir } from './settings.js';
 import type { GahpConfig, GahpServices } from '../services.js';
 import type { Command } from '../protocol/commands.js';
 import type { ProgressSink } from '../staging/progress.js';
+import { redactBoincCredentials } from '../../boinc-rpc/redact.js';
 
 export interface GahpRunOptions {
   stateDir?: string;
@@ -52,6 +53,7 @@ export function defaultConfig(stateDir: string, overrides: Partial<GahpConfig> =
 
 export function createServices(opts: GahpRunOptions): GahpServices {
   const log = opts.log ?? Logger.silent();
+  log.addRedactor(redactBoincCredentials);
   const stateDir = opts.stateDir ?? defaultStateDir();
   const session = new ProjectSession((o) => new BoincClient(o), {
     timeoutMs: opts.rpcTimeoutMs,
