@@ -170,12 +170,13 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
         if (err instanceof BoincRpcError && err.kind === 'server') templateCache.delete(templateKey);
       },
     );
-    // A batch name the ledger does not know was never created by a GAHP on this state
-    // directory ('creating' is durable before create_batch goes out): no query_batch is
-    // needed then, unless another process writes to the ledger too (its records may be
-    // missing here). HTCondor's batch names are unique per schedd and submit time.
-    const lookUp = record !== undefined || ledger.mayMissRecords();
-    const existingP = lookUp ? findBatch(rpc, req.batchName, record?.batchId, lookupSignal) : Promise.resolve(undefined);
+    // The server is asked even for a name the ledger does not know: the batch may have been
+    // made behind this ledger's back (another state directory, an earlier GAHP, a lost state
+    // directory), and the gridmanager resubmits a batch it finds empty. BOINC accepts a second
+    // batch of the same name, and every later lookup by name picks the lower id, so creating
+    // one here would leave the jobs where the gridmanager never looks: stuck forever. This
+    // costs the warm submit a fourth sequential call (docs/architecture.md, "Round trips").
+    const existingP = findBatch(rpc, req.batchName, record?.batchId, lookupSignal);
     templatesP.catch(() => undefined);
     existingP.catch(() => undefined);
 
@@ -190,8 +191,8 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
     // A name the ledger does not know is created next (unless the template check fails):
     // its 'creating' record is made durable now, while the template and the hashes are
     // worked on, not between them and create_batch. A check that fails later leaves the
-    // record without a batch id; a repeat of the name then looks it up first, nothing else.
-    const creatingRecorded = lookUp ? undefined : ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'creating', physFiles: [], jobs: {} });
+    // record without a batch id, which a repeat handles like any name (it looks it up first).
+    const creatingRecorded = record !== undefined ? undefined : ledger.upsert(project.url, req.batchName, { app: req.appName, state: 'creating', physFiles: [], jobs: {} });
     creatingRecorded?.catch(() => undefined);
 
     // Hashing starts now (after the cache is loaded, on the first submit). Its results

@@ -89,10 +89,6 @@ export class JournalLedger implements Ledger {
   private readonly compactRatio: number;
   /** This process's registration as a writer (removed by close()). */
   private writerFile: string | undefined;
-  /** Inode of the journal this process read and writes (a compaction elsewhere changes it). */
-  private fileIno: number | undefined;
-  /** Another process wrote to the journal after this one read it: get() may miss its records. */
-  private foreignWrites = false;
 
   private constructor(readonly file: string, readonly_: boolean, opts: JournalLedgerOptions = {}) {
     this.readonly = readonly_;
@@ -123,7 +119,6 @@ export class JournalLedger implements Ledger {
         size++;
       }
     }
-    ledger.fileIno = fs.fstatSync(fd).ino;
     fs.closeSync(fd);
     ledger.journalBytes = size;
     ledger.baseBytes = Math.min(size, bytes);
@@ -205,20 +200,6 @@ export class JournalLedger implements Ledger {
     }
     if (parts.length === 0) return '';
     return `{"op":"query","p":${JSON.stringify(projectUrl)},"t":${t},"st":${JSON.stringify(serverTime)},"b":{${parts.join(',')}}}`;
-  }
-
-  mayMissRecords(): boolean {
-    if (this.readonly || this.foreignWrites || this.writing || this.queue.length > 0) return true;
-    if (this.otherWriters()) return true;
-    // Written by someone else since (appended, or replaced by a compaction): not replayed here.
-    let st: fs.Stats;
-    try {
-      st = fs.statSync(this.file);
-    } catch {
-      return this.journalBytes > 0;
-    }
-    if (st.size !== this.journalBytes) return true;
-    return this.fileIno !== undefined && st.ino !== this.fileIno;
   }
 
   async close(): Promise<void> {
@@ -358,15 +339,11 @@ export class JournalLedger implements Ledger {
         this.fh = undefined;
         await old.close().catch(() => undefined);
         this.needNewline = false;
-        this.foreignWrites = true;
       }
     }
     if (!this.fh) {
       this.fh = await fsp.open(this.file, 'a', 0o600);
-      const st = fs.fstatSync(this.fh.fd);
-      if (st.size !== this.journalBytes || (this.fileIno !== undefined && st.ino !== this.fileIno)) this.foreignWrites = true;
-      this.fileIno = st.ino;
-      this.journalBytes = st.size;
+      this.journalBytes = fs.fstatSync(this.fh.fd).size;
     }
     return this.fh;
   }
@@ -417,9 +394,6 @@ export class JournalLedger implements Ledger {
     this.fh = undefined;
     await fh.close().catch(() => undefined);
     this.journalBytes = this.baseBytes = bytes;
-    // Memory was rebuilt from the file just replaced: it holds everyone's records again.
-    this.fileIno = fs.statSync(this.file).ino;
-    this.foreignWrites = false;
   }
 
   private compactSync(): void {

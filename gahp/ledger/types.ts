@@ -60,12 +60,6 @@ export interface Ledger {
    * while encoding big updates.
    */
   recordQuery(projectUrl: string, serverTime: string, batches: ReadonlyArray<LedgerQueryBatch>): Promise<void>;
-  /**
-   * Whether get() may miss records: another live process has the ledger open for writing,
-   * or the file holds writes this process has not read. When false, a batch name get()
-   * does not know was never (begun to be) created by a GAHP on this state directory.
-   */
-  mayMissRecords(): boolean;
   /** Flushes and releases files. */
   close(): Promise<void>;
 }

@@ -1,9 +1,10 @@
 /**
  * BOINC_SUBMIT's sequential calls (issue 12). A real server charges 5-25 ms per call, so a
- * warm submit (template known, hashes cached, files on the server, a batch name the ledger
- * does not know) must need no more than create_batch, query_files and submit_batch one
- * after another (get_templates goes alongside); and the cached template must not hide a
- * change of the app's input template.
+ * warm submit (template known, hashes cached, files on the server) needs only query_batch
+ * (whether the name exists: the gridmanager resubmits batches it finds empty, and BOINC
+ * accepts duplicate names), create_batch, query_files and submit_batch one after another
+ * (get_templates goes alongside); and the cached template must not hide a change of the
+ * app's input template.
  */
 import { startEnv, batchName, jobName, type Env } from '../commands/helpers.js';
 import { sampleApps } from '../../fixtures/apps.js';
@@ -32,7 +33,7 @@ async function submit(line: string): Promise<string[]> {
   return env.gahp.call(`BOINC_SUBMIT ${line}`, 60_000);
 }
 
-test('a warm submit sends create_batch, query_files and submit_batch, with get_templates alongside; no query_batch, no upload', async () => {
+test('a warm submit sends query_batch, create_batch, query_files and submit_batch, with get_templates alongside; no upload', async () => {
   const paths = [0, 1, 2].map((i) => writeInput(env.dir, `warm${i}.txt`, `warm input ${i}\n`));
   const first = batchName('uppercase');
   const jobsOf = (b: string) => Array.from({ length: 6 }, (_, i) => ({ name: jobName(b, 1, i), inputs: [[paths[i % 3]!, 'in']] as Array<[string, string]> }));
@@ -42,7 +43,8 @@ test('a warm submit sends create_batch, query_files and submit_batch, with get_t
   const since = env.server.rpcLog().length;
   expect(await submit(submitLine(second, 'uppercase', jobsOf(second)))).toEqual(['NULL']);
   const names = rpcNames(env.server, since);
-  expect([...names].sort()).toEqual(['create_batch', 'get_templates', 'query_files', 'submit_batch']);
+  expect([...names].sort()).toEqual(['create_batch', 'get_templates', 'query_batch', 'query_files', 'submit_batch']);
+  expect(names.indexOf('query_batch')).toBeLessThan(names.indexOf('create_batch'));
   expect(names.indexOf('create_batch')).toBeLessThan(names.indexOf('query_files'));
   expect(names.indexOf('query_files')).toBeLessThan(names.indexOf('submit_batch'));
   expectOneCompleteBatch(env.server, second, jobsOf(second).map((j) => j.name));
