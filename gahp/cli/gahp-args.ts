@@ -14,7 +14,7 @@ import { parseArgs } from 'node:util';
 import type { GlobalOptions } from './subcommands.js';
 import { parsePhpSize } from '../../boinc-rpc/upload-limits.js';
 
-type Kind = 'string' | 'boolean' | 'level' | 'positive' | 'positiveInt' | 'phpSize';
+type Kind = 'string' | 'boolean' | 'level' | 'positive' | 'nonNegative' | 'positiveInt' | 'phpSize';
 
 /** The global options of the GAHP itself: name, kind, environment variable (as in main.ts). */
 const OPTIONS: ReadonlyArray<{ name: string; key: keyof GlobalOptions | 'protocol'; kind: Kind; env?: string }> = [
@@ -25,7 +25,7 @@ const OPTIONS: ReadonlyArray<{ name: string; key: keyof GlobalOptions | 'protoco
   { name: 'project-url', key: 'projectUrl', kind: 'string', env: 'BOINC_GAHP_PROJECT_URL' },
   { name: 'authenticator-file', key: 'authenticatorFile', kind: 'string', env: 'BOINC_GAHP_AUTHENTICATOR_FILE' },
   { name: 'rpc-timeout', key: 'rpcTimeout', kind: 'positive', env: 'BOINC_GAHP_RPC_TIMEOUT' },
-  { name: 'command-timeout', key: 'commandTimeout', kind: 'positive', env: 'BOINC_GAHP_COMMAND_TIMEOUT' },
+  { name: 'command-timeout', key: 'commandTimeout', kind: 'nonNegative', env: 'BOINC_GAHP_COMMAND_TIMEOUT' },
   { name: 'concurrency', key: 'concurrency', kind: 'positiveInt', env: 'BOINC_GAHP_CONCURRENCY' },
   { name: 'max-file-uploads', key: 'maxFileUploads', kind: 'positiveInt', env: 'BOINC_GAHP_MAX_FILE_UPLOADS' },
   { name: 'post-max-size', key: 'postMaxSize', kind: 'phpSize', env: 'BOINC_GAHP_POST_MAX_SIZE' },
@@ -40,6 +40,10 @@ function convert(kind: Kind, text: string): string | number | undefined {
   switch (kind) {
     case 'level':
       return LEVELS.includes(text) ? text : undefined;
+    case 'nonNegative': {
+      const n = Number(text);
+      return text.trim() !== '' && Number.isFinite(n) && n >= 0 ? n : undefined;
+    }
     case 'positive': {
       const n = Number(text);
       return Number.isFinite(n) && n > 0 ? n : undefined;

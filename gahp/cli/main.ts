@@ -7,7 +7,7 @@
  * Exit codes: 0 success; 1 failure reported by the GAHP/BOINC; 2 usage or configuration error.
  */
 import type { Command } from 'commander';
-import { runGahp } from './run-gahp.js';
+import { runGahp, DEFAULT_COMMAND_TIMEOUT_MS } from './run-gahp.js';
 import { plainGahpOptions } from './gahp-args.js';
 import { GAHP_VERSION } from '../version.js';
 import {
@@ -21,6 +21,14 @@ function positiveNumber(what: string) {
   return (v: string): number => {
     const n = Number(v);
     if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${what} must be a positive number, got "${v}"`);
+    return n;
+  };
+}
+
+function nonNegativeNumber(what: string) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw new UsageError(`${what} must be a number of seconds (0: none), got "${v}"`);
     return n;
   };
 }
@@ -88,7 +96,7 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(new Option('--project-url <url>', 'BOINC project URL (pre-selects it, like BOINC_SELECT_PROJECT)').env('BOINC_GAHP_PROJECT_URL'))
     .addOption(new Option('--authenticator-file <file>', 'file holding the account authenticator').env('BOINC_GAHP_AUTHENTICATOR_FILE'))
     .addOption(new Option('--rpc-timeout <seconds>', 'timeout of one BOINC RPC').env('BOINC_GAHP_RPC_TIMEOUT').argParser(positiveNumber('--rpc-timeout')))
-    .addOption(new Option('--command-timeout <seconds>', 'longest time to the result of one BOINC_* command (default: none)').env('BOINC_GAHP_COMMAND_TIMEOUT').argParser(positiveNumber('--command-timeout')))
+    .addOption(new Option('--command-timeout <seconds>', `longest time to the result of one BOINC_* command, 0: none (default ${DEFAULT_COMMAND_TIMEOUT_MS / 1000}: under the gridmanager's 300 s call timeout; 'submit' has none)`).env('BOINC_GAHP_COMMAND_TIMEOUT').argParser(nonNegativeNumber('--command-timeout')))
     .addOption(new Option('--concurrency <n>', 'BOINC RPCs in flight at once per project').env('BOINC_GAHP_CONCURRENCY').argParser(positiveInt('--concurrency')))
     .addOption(new Option('--max-file-uploads <n>', "the project's PHP max_file_uploads: most files per upload request (default 20)").env('BOINC_GAHP_MAX_FILE_UPLOADS').argParser(positiveInt('--max-file-uploads')))
     .addOption(new Option('--post-max-size <size>', "the project's PHP post_max_size, e.g. 8M: largest upload request (default 8M)").env('BOINC_GAHP_POST_MAX_SIZE').argParser(phpSize('--post-max-size')))

@@ -22,7 +22,10 @@ export interface GahpRunOptions {
   projectUrl?: string;
   authenticator?: string;
   rpcTimeoutMs?: number;
-  /** Per-command deadline in ms (GahpConfig.commandTimeoutMs); undefined: none. */
+  /**
+   * Per-command deadline in ms (GahpConfig.commandTimeoutMs); 0: none; undefined:
+   * DEFAULT_COMMAND_TIMEOUT_MS.
+   */
   commandTimeoutMs?: number;
   rpcConcurrency?: number;
   commandConcurrency?: number;
@@ -51,6 +54,15 @@ export function defaultConfig(stateDir: string, overrides: Partial<GahpConfig> =
   };
 }
 
+/**
+ * The default per-command deadline: a little under the gridmanager's call timeout
+ * (GRIDMANAGER_GAHP_CALL_TIMEOUT, 300 s, BOINC_SUBMIT included). Past that the gridmanager
+ * drops the result and holds the jobs without repeating the command, so a submit still
+ * running would create a batch nobody fetches or retires, its jobs run again once the user
+ * releases them (docs/gahp-protocol.md). Stopping first makes the held jobs' reason ours.
+ */
+export const DEFAULT_COMMAND_TIMEOUT_MS = 290_000;
+
 export function createServices(opts: GahpRunOptions): GahpServices {
   const log = opts.log ?? Logger.silent();
   log.addRedactor(redactBoincCredentials);
@@ -66,7 +78,7 @@ export function createServices(opts: GahpRunOptions): GahpServices {
   }
   const config = defaultConfig(stateDir, {
     ...(opts.leaseSeconds ? { defaultLeaseSeconds: opts.leaseSeconds } : {}),
-    ...(opts.commandTimeoutMs ? { commandTimeoutMs: opts.commandTimeoutMs } : {}),
+    ...((opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS) > 0 ? { commandTimeoutMs: opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS } : {}),
     ...(opts.maxFileUploads ? { uploadBatchFiles: opts.maxFileUploads } : {}),
     ...(opts.postMaxSize ? { postMaxSize: opts.postMaxSize } : {}),
     ...(opts.uploadMaxFilesize ? { uploadMaxFilesize: opts.uploadMaxFilesize } : {}),

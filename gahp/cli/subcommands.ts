@@ -51,7 +51,7 @@ export function runOptions(g: GlobalOptions): Omit<GahpRunOptions, 'input' | 'ou
     stateDir: g.stateDir ?? defaultStateDir(),
     log: makeLogger(g),
     rpcTimeoutMs: g.rpcTimeout ? g.rpcTimeout * 1000 : undefined,
-    commandTimeoutMs: g.commandTimeout ? g.commandTimeout * 1000 : undefined,
+    commandTimeoutMs: g.commandTimeout !== undefined ? g.commandTimeout * 1000 : undefined,
     rpcConcurrency: g.concurrency,
     maxFileUploads: g.maxFileUploads,
     postMaxSize: g.postMaxSize,

@@ -226,7 +226,8 @@ class SubmitRun {
       '--protocol', '--state-dir', this.plan.stateDir,
       ...(g.log ? ['--log', g.log] : []), ...(g.debug ? ['--debug'] : []),
       ...(g.rpcTimeout ? ['--rpc-timeout', String(g.rpcTimeout)] : []),
-      ...(g.commandTimeout ? ['--command-timeout', String(g.commandTimeout)] : []),
+      // No gridmanager call timeout here: no deadline unless one was asked for.
+      '--command-timeout', String(g.commandTimeout ?? 0),
       ...(g.concurrency ? ['--concurrency', String(g.concurrency)] : []),
     ];
   }

@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { plainGahpOptions } from '../../gahp/cli/gahp-args.js';
+import { createServices, DEFAULT_COMMAND_TIMEOUT_MS } from '../../gahp/cli/run-gahp.js';
 import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
 
 test('plain GAHP lines and BOINC_GAHP_* variables are read as commander would', () => {
@@ -18,6 +19,31 @@ test('plain GAHP lines and BOINC_GAHP_* variables are read as commander would', 
   expect(plainGahpOptions(['--state-dir', '/cli'], { BOINC_GAHP_STATE_DIR: '/env', BOINC_GAHP_COMMAND_TIMEOUT: '60', BOINC_GAHP_PROJECT_URL: 'http://p/', BOINC_GAHP_AUTHENTICATOR_FILE: '/a' }, false)).toEqual({
     stateDir: '/cli', commandTimeout: 60, projectUrl: 'http://p/', authenticatorFile: '/a', logLevel: 'debug',
   });
+});
+
+test('--command-timeout: 0 means none; without it the GAHP stops a command just before the gridmanager\'s 300 s call timeout', async () => {
+  expect(plainGahpOptions(['--command-timeout', '0'], {}, false)).toEqual({ commandTimeout: 0, logLevel: 'debug' });
+  expect(plainGahpOptions(['--command-timeout', '-1'], {}, false)).toBeUndefined();
+  expect(plainGahpOptions(['--command-timeout', ''], {}, false)).toBeUndefined();
+  const dir = makeTempDir('boinc-gahp-args-');
+  try {
+    const byDefault = createServices({ stateDir: dir });
+    const none = createServices({ stateDir: dir, commandTimeoutMs: 0 });
+    const given = createServices({ stateDir: dir, commandTimeoutMs: 5000 });
+    try {
+      expect(byDefault.config.commandTimeoutMs).toBe(DEFAULT_COMMAND_TIMEOUT_MS);
+      expect(DEFAULT_COMMAND_TIMEOUT_MS).toBeLessThan(300_000);
+      expect(none.config.commandTimeoutMs).toBeUndefined();
+      expect(given.config.commandTimeoutMs).toBe(5000);
+    } finally {
+      for (const s of [byDefault, none, given]) {
+        s.session.close();
+        await s.ledger.close();
+      }
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('anything else is left to commander', () => {

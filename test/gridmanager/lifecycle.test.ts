@@ -53,7 +53,7 @@ async function server(opts: Parameters<typeof startTestServer>[0] = {}): Promise
   return s;
 }
 
-async function gridmanager(opts: { callTimeoutMs?: number } = {}): Promise<GridmanagerGahp> {
+async function gridmanager(opts: { callTimeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<GridmanagerGahp> {
   const gm = await GridmanagerGahp.start({ stateDir: world.stateDir, ...opts });
   world.gms.push(gm);
   return gm;
@@ -346,6 +346,22 @@ describe('the gridmanager lifecycle against bin/boinc-gahp', () => {
     }
     expect((await boincRetireBatch(gm2, ref, batch.name)).rc).toBe(0);
     noAborts(gm1, gm2);
+  });
+
+  test('a BOINC_SUBMIT slower than the call timeout: the GAHP stops it first (its command timeout sits under the call timeout), so no batch gets jobs after the gridmanager held them', async () => {
+    // Scaled down from 290 s under 300 s: every call takes 1.5 s, so the submit needs more
+    // than 7 s; the gridmanager gives up at 4 s, the GAHP at 2.5 s.
+    const s = await server({ latencyMs: 1500 });
+    const gm = await gridmanager({ callTimeoutMs: 4000, env: { BOINC_GAHP_COMMAND_TIMEOUT: '2.5' } });
+    const res = new BoincResourceEmu(gm, resource(s));
+    const batch = res.joinNew(job(8001, 0, 'slow submit\n'));
+    const r = await res.submit(batch);
+    expect(r.rc).toBe(1);
+    expect(r.error).toMatch(/the command timeout of 2\.5 s passed/);
+    expect(batch.status).toBe('Failed');
+    // Whatever the server had already been sent settles; no job is created afterwards.
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    expect(s.jobs(batch.name)).toEqual([]);
   });
 
   test('abort one job (condor_rm), fetch the other, then retire the batch', async () => {
