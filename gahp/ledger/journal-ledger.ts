@@ -25,6 +25,8 @@
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
+import { replaceFile } from '../state-files.js';
+import { pidAlive, yieldNow } from '../util.js';
 import type { Ledger, LedgerBatch, LedgerBatchPatch, LedgerBatchState, LedgerQueryBatch } from './types.js';
 
 type JournalEntry =
@@ -67,7 +69,6 @@ interface PendingAppend {
 const LEDGER_FILE = 'ledger.jsonl';
 /** Status-query work between two yields to the event loop, in jobs. */
 const YIELD_EVERY = 5000;
-const yieldNow = () => new Promise<void>((resolve) => setImmediate(resolve));
 /** Compaction forgets batches retired longer ago than this. */
 const RETIRED_KEEP_MS = 30 * 24 * 3600 * 1000;
 const key = (projectUrl: string, name: string) => `${projectUrl}\n${name}`;
@@ -371,26 +372,13 @@ export class JournalLedger implements Ledger {
     fresh.replay();
     this.batches.clear();
     for (const [k, rec] of fresh.batches) this.batches.set(k, rec);
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    const out = await fsp.open(tmp, 'w', 0o600);
-    let bytes = 0;
-    try {
-      for (const rec of this.pruneRetired()) {
-        const buf = Buffer.from(JSON.stringify({ op: 'snapshot', batch: plain(rec) }) + '\n', 'utf8');
-        let off = 0;
-        while (off < buf.length) off += (await out.write(buf, off, buf.length - off)).bytesWritten;
-        bytes += buf.length;
-        await new Promise<void>((r) => setImmediate(r));
+    const records = this.pruneRetired();
+    const bytes = await replaceFile(this.file, (async function* snapshot() {
+      for (const rec of records) {
+        yield JSON.stringify({ op: 'snapshot', batch: plain(rec) }) + '\n';
+        await yieldNow(); // a big ledger is written without holding the event loop
       }
-      await out.sync();
-    } catch (err) {
-      await out.close().catch(() => undefined);
-      await fsp.rm(tmp, { force: true });
-      throw err;
-    }
-    await out.close();
-    await fsp.rename(tmp, this.file);
-    await syncDir(path.dirname(this.file));
+    })());
     this.fh = undefined;
     await fh.close().catch(() => undefined);
     this.journalBytes = this.baseBytes = bytes;
@@ -561,22 +549,4 @@ function plain(rec: BatchRecord): LedgerBatch {
   if (rec.leaseExpiresAt !== undefined) b.leaseExpiresAt = rec.leaseExpiresAt;
   if (rec.lastServerTime !== undefined) b.lastServerTime = rec.lastServerTime;
   return b;
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-async function syncDir(dir: string): Promise<void> {
-  try {
-    const dh = await fsp.open(dir, 'r');
-    try { await dh.sync(); } finally { await dh.close(); }
-  } catch {
-    // Not every filesystem lets a directory be fsync'd; the rename is still atomic.
-  }
 }

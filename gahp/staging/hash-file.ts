@@ -7,36 +7,68 @@
  * wrong hash.
  */
 import * as fs from 'node:fs';
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
 import type { WorkerHashResult } from './hash-types.js';
 import { fileKey, sameFileKey } from './hash-key.js';
 
-export function hashFileSync(path: string, buf: Buffer): WorkerHashResult {
-  let fd: number | undefined;
+/** An input file opened for hashing: its identity as of before the first read. */
+export interface OpenedForHash {
+  fd: number;
+  size: number;
+  before: ReturnType<typeof fileKey>;
+  hashedAtMs: number;
+}
+
+/** Opens path and takes its identity, or gives the result to report (not a regular file). */
+export function openForHash(path: string): OpenedForHash | WorkerHashResult {
+  const fd = fs.openSync(path, 'r');
+  let st: fs.BigIntStats;
   try {
-    fd = fs.openSync(path, 'r');
-    const st = fs.fstatSync(fd, { bigint: true });
-    if (!st.isFile()) return { path, error: 'not a regular file' };
-    const before = fileKey(st);
-    const hashedAtMs = Date.now();
+    st = fs.fstatSync(fd, { bigint: true });
+  } catch (err) {
+    fs.closeSync(fd);
+    throw err;
+  }
+  if (!st.isFile()) {
+    fs.closeSync(fd);
+    return { path, error: 'not a regular file' };
+  }
+  // Reads stop at the size fstat gave; a file that grows or shrinks meanwhile is caught
+  // by the second fstat in finishHash.
+  return { fd, size: Number(st.size), before: fileKey(st), hashedAtMs: Date.now() };
+}
+
+/** The result once every byte went into hash: an error if the file changed meanwhile. */
+export function finishHash(path: string, f: OpenedForHash, hash: Hash): WorkerHashResult {
+  const after = fileKey(fs.fstatSync(f.fd, { bigint: true }));
+  if (!sameFileKey(f.before, after)) return { path, error: 'the file changed while it was being hashed' };
+  return { path, md5: hash.digest('hex'), key: f.before, hashedAtMs: f.hashedAtMs };
+}
+
+/** An I/O failure as the result to report. */
+export function hashError(path: string, err: unknown): WorkerHashResult {
+  const e = err as NodeJS.ErrnoException;
+  return { path, error: e.code ? `${e.code}: ${e.message}` : String(e.message ?? e) };
+}
+
+export function hashFileSync(path: string, buf: Buffer): WorkerHashResult {
+  let f: OpenedForHash | undefined;
+  try {
+    const opened = openForHash(path);
+    if (!('fd' in opened)) return opened;
+    f = opened;
     const hash = createHash('md5');
-    // Reads stop at the size fstat gave; a file that grows or shrinks meanwhile is caught
-    // by the second fstat.
-    const size = Number(st.size);
     let total = 0;
-    while (total < size) {
-      const n = fs.readSync(fd, buf, 0, Math.min(buf.length, size - total), null);
+    while (total < f.size) {
+      const n = fs.readSync(f.fd, buf, 0, Math.min(buf.length, f.size - total), null);
       if (n === 0) break;
       hash.update(n === buf.length ? buf : buf.subarray(0, n));
       total += n;
     }
-    const after = fileKey(fs.fstatSync(fd, { bigint: true }));
-    if (!sameFileKey(before, after)) return { path, error: 'the file changed while it was being hashed' };
-    return { path, md5: hash.digest('hex'), key: before, hashedAtMs };
+    return finishHash(path, f, hash);
   } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    return { path, error: e.code ? `${e.code}: ${e.message}` : String(e.message ?? e) };
+    return hashError(path, err);
   } finally {
-    if (fd !== undefined) fs.closeSync(fd);
+    if (f) fs.closeSync(f.fd);
   }
 }

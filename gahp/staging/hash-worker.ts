@@ -10,8 +10,7 @@ import { parentPort } from 'node:worker_threads';
 import * as fs from 'node:fs';
 import { createHash } from 'node:crypto';
 import type { WorkerHashRequest, WorkerHashResult } from './hash-types.js';
-import { fileKey, sameFileKey } from './hash-key.js';
-import { hashFileSync } from './hash-file.js';
+import { finishHash, hashError, hashFileSync, openForHash, type OpenedForHash } from './hash-file.js';
 
 const CHUNK = 4 * 1024 * 1024;
 let buffers: [Buffer, Buffer] | undefined;
@@ -34,20 +33,15 @@ async function hashOne(path: string): Promise<WorkerHashResult> {
     size = 0; // hashFileSync reports the error
   }
   if (size <= CHUNK) return hashFileSync(path, buffers[0]);
-  let fd: number | undefined;
+  let f: OpenedForHash | undefined;
   try {
-    fd = fs.openSync(path, 'r');
-    const st = fs.fstatSync(fd, { bigint: true });
-    if (!st.isFile()) return { path, error: 'not a regular file' };
-    const before = fileKey(st);
-    const hashedAtMs = Date.now();
+    const opened = openForHash(path);
+    if (!('fd' in opened)) return opened;
+    f = opened;
     const hash = createHash('md5');
-    // Reads stop at the size fstat gave; a file that grows or shrinks meanwhile is caught
-    // by the second fstat.
-    size = Number(st.size);
     let total = 0;
     let cur = 0;
-    let pending: Promise<number> | undefined = size > 0 ? read(fd, buffers[cur]!) : undefined;
+    let pending: Promise<number> | undefined = f.size > 0 ? read(f.fd, buffers[cur]!) : undefined;
     while (pending) {
       const n = await pending;
       pending = undefined;
@@ -56,17 +50,14 @@ async function hashOne(path: string): Promise<WorkerHashResult> {
       const full = buffers[cur]!;
       cur ^= 1;
       // Read ahead into the other buffer while this one is hashed.
-      if (total < size) pending = read(fd, buffers[cur]!);
+      if (total < f.size) pending = read(f.fd, buffers[cur]!);
       hash.update(n === full.length ? full : full.subarray(0, n));
     }
-    const after = fileKey(fs.fstatSync(fd, { bigint: true }));
-    if (!sameFileKey(before, after)) return { path, error: 'the file changed while it was being hashed' };
-    return { path, md5: hash.digest('hex'), key: before, hashedAtMs };
+    return finishHash(path, f, hash);
   } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    return { path, error: e.code ? `${e.code}: ${e.message}` : String(e.message ?? e) };
+    return hashError(path, err);
   } finally {
-    if (fd !== undefined) fs.closeSync(fd);
+    if (f) fs.closeSync(f.fd);
   }
 }
 
