@@ -31,9 +31,24 @@ export class GahpRequestError extends Error {
 /** An async command's result was an error message instead of `NULL ...`. */
 export class GahpResultError extends Error {
   override name = 'GahpResultError';
+  /**
+   * The batch a `... no batch named <name>` error names, read as HTCondor's gridmanager
+   * reads it (docs/gahp-protocol.md, "Names and statuses the client relies on"): the text
+   * after the first `no batch named `. Undefined for every other error.
+   */
+  readonly missingBatch: string | undefined;
   constructor(readonly command: string, message: string) {
     super(message);
+    this.missingBatch = missingBatchOf(message);
   }
+}
+
+const NO_BATCH_NAMED = 'no batch named ';
+
+/** The one place an error result's text is read: see GahpResultError.missingBatch. */
+function missingBatchOf(message: string): string | undefined {
+  const at = message.indexOf(NO_BATCH_NAMED);
+  return at >= 0 ? message.slice(at + NO_BATCH_NAMED.length) : undefined;
 }
 
 function replyMessage(reply: string): string {

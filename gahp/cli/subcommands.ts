@@ -129,7 +129,7 @@ export async function pingCmd(g: GlobalOptions): Promise<number> {
       await client.call('BOINC_QUERY_BATCHES', ['0', '1', probe]);
     } catch (err) {
       if (!(err instanceof GahpResultError)) throw err;
-      if (!err.message.includes('no batch named ')) {
+      if (err.missingBatch === undefined) {
         process.stderr.write(`boinc-gahp: the project answers, but refuses the account: ${err.message}\n`);
         return EXIT_FAILED;
       }

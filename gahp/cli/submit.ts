@@ -357,7 +357,7 @@ class SubmitRun {
       result = parseQueryResult(tokens, batches.length);
     } catch (err) {
       if (err instanceof GahpRequestError) throw err;
-      const missing = err instanceof GahpResultError ? missingBatch(err.message) : undefined;
+      const missing = err instanceof GahpResultError ? err.missingBatch : undefined;
       const app = missing !== undefined ? [...this.plan.procsByApp.keys()].find((a) => this.rec.batches[a] === missing) : undefined;
       if (missing === undefined || app === undefined) {
         this.progress.log(`status query failed (will retry): ${errMessage(err)}`);
@@ -459,10 +459,4 @@ class SubmitRun {
     for (const [j, why] of failed) out(`  ${j}: ${why}`);
     return failed.length ? EXIT_FAILED : EXIT_OK;
   }
-}
-
-/** The batch name HTCondor would read from a `... no batch named <name>` error (docs/gahp-protocol.md). */
-function missingBatch(message: string): string | undefined {
-  const at = message.indexOf('no batch named ');
-  return at >= 0 ? message.slice(at + 'no batch named '.length) : undefined;
 }

@@ -127,3 +127,25 @@ test('the authenticator is masked in the reported traffic also where escaping ch
   for (const part of ['abc', 'def', 'ghi']) expect(seen.join('\n')).not.toContain(part);
   await g.finish();
 });
+
+test('an error result naming a missing batch carries the name as the gridmanager reads it (missingBatch); other errors carry none', async () => {
+  const client = GahpClient.inProcess({ stateDir: path.join(dir, 'state-missing') });
+  try {
+    await client.startup();
+    await client.selectProject(server.url, server.authenticator);
+    // A name that holds the very words: the name is everything after their first occurrence.
+    const missing = `${batchName('uppercase')} no batch named x`;
+    const gone = await client.call('BOINC_QUERY_BATCHES', ['0', '1', missing]).then(() => undefined, (e: unknown) => e);
+    expect(gone).toBeInstanceOf(GahpResultError);
+    expect((gone as GahpResultError).missingBatch).toBe(missing);
+
+    const b = batchName('uppercase');
+    const args = [b, 'uppercase', '1', jobName(b, 1, 0), '0', '1', path.join(dir, 'no-such-input'), 'in', ...Array<string>(6).fill('NULL')];
+    const failed = await client.call('BOINC_SUBMIT', args).then(() => undefined, (e: unknown) => e);
+    expect(failed).toBeInstanceOf(GahpResultError);
+    expect((failed as GahpResultError).message).toContain('no-such-input');
+    expect((failed as GahpResultError).missingBatch).toBeUndefined();
+  } finally {
+    await client.close();
+  }
+}, 60_000);

@@ -219,3 +219,29 @@ test('two submits started together take different clusters and batches', async (
   const batches = [a.stdout, b.stdout].map((o) => /^batch (\S+)$/m.exec(o)![1]);
   expect(new Set(batches).size).toBe(2);
 });
+
+test('a batch recorded as submitted that the server does not have is submitted again (its "no batch named" result), then waited for and fetched', async () => {
+  fs.writeFileSync(path.join(dir, 'in.txt'), 'lost\n');
+  fs.writeFileSync(path.join(dir, 'job.sub'), [
+    'executable = uppercase',
+    `grid_resource = boinc ${server.url}`,
+    'boinc_authenticator_file = auth.txt',
+    'transfer_input_files = in.txt',
+    'transfer_output_files = out',
+    'queue',
+  ].join('\n'));
+  const first = await submit('job.sub', '--no-wait');
+  expect(first.code).toBe(0);
+  const submitted = /^batch (\S+)$/m.exec(first.stdout)![1]!;
+  // As if the submit had died before its batch reached the server: the record names a
+  // batch (submitted, leased) that the server never saw.
+  const lost = `${submitted}0`;
+  const clusters = path.join(state(), 'submit', 'clusters.json');
+  fs.writeFileSync(clusters, fs.readFileSync(clusters, 'utf8').split(submitted).join(lost));
+  expect(server.batches().some((b) => b.name === lost)).toBe(false);
+
+  const again = await submit('job.sub');
+  expect(again.code).toBe(0);
+  expect(server.batches().filter((b) => b.name === lost).map((b) => b.jobNames.length)).toEqual([1]);
+  expect(fs.readFileSync(path.join(dir, 'out'), 'latin1')).toBe('LOST\n');
+});
