@@ -221,10 +221,22 @@ test('two submits started together take different clusters and batches', async (
 });
 
 test('a batch recorded as submitted that the server does not have is submitted again (its "no batch named" result), then waited for and fetched', async () => {
+  // A server of its own: the batch name is made of app and second, which an earlier test's
+  // batch on the shared server may already have.
+  const own = await startTestServer({ autoCompleteSeconds: 0.2 });
+  try {
+    await resubmitsLostBatch(own);
+  } finally {
+    await own.close();
+  }
+});
+
+async function resubmitsLostBatch(own: TestBoincServer): Promise<void> {
+  fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
   fs.writeFileSync(path.join(dir, 'in.txt'), 'lost\n');
   fs.writeFileSync(path.join(dir, 'job.sub'), [
     'executable = uppercase',
-    `grid_resource = boinc ${server.url}`,
+    `grid_resource = boinc ${own.url}`,
     'boinc_authenticator_file = auth.txt',
     'transfer_input_files = in.txt',
     'transfer_output_files = out',
@@ -238,10 +250,10 @@ test('a batch recorded as submitted that the server does not have is submitted a
   const lost = `${submitted}0`;
   const clusters = path.join(state(), 'submit', 'clusters.json');
   fs.writeFileSync(clusters, fs.readFileSync(clusters, 'utf8').split(submitted).join(lost));
-  expect(server.batches().some((b) => b.name === lost)).toBe(false);
+  expect(own.batches().some((b) => b.name === lost)).toBe(false);
 
   const again = await submit('job.sub');
   expect(again.code).toBe(0);
-  expect(server.batches().filter((b) => b.name === lost).map((b) => b.jobNames.length)).toEqual([1]);
+  expect(own.batches().filter((b) => b.name === lost).map((b) => b.jobNames.length)).toEqual([1]);
   expect(fs.readFileSync(path.join(dir, 'out'), 'latin1')).toBe('LOST\n');
-});
+}
