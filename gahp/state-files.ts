@@ -5,12 +5,15 @@
  *   (same directory, so same filesystem), is fsync'd, renamed over the target, and the
  *   directory is fsync'd so the rename itself survives a power loss. A reader sees the old
  *   file or the new one, never a mix; a crash leaves at most a `*.tmp` file beside it.
+ *   replaceFileSync does the same with synchronous calls, for short-lived processes (the
+ *   BLAHP scripts) and tools that have no event loop to keep free.
  * - writeAll: one buffer written completely (short writes continued).
  * - withLockFile: a lock file naming its holder's pid, created whole (linked into place
  *   from a complete temp file, so nobody ever reads an empty lock), broken when its holder
  *   is dead, waited for without blocking the event loop.
  */
 import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import { pidAlive, sleep } from './util.js';
@@ -72,6 +75,47 @@ export async function replaceFile(
   }
   await syncDir(path.dirname(file));
   return bytes;
+}
+
+/** replaceFile with synchronous calls (no event loop to keep free: scripts, tools, tests). */
+export function replaceFileSync(file: string, content: string | Uint8Array | Iterable<string | Uint8Array>, mode = 0o600): number {
+  const tmp = tempPathBeside(file);
+  let fd: number | undefined = fs.openSync(tmp, 'wx', mode);
+  let bytes = 0;
+  try {
+    const chunks = typeof content === 'string' || content instanceof Uint8Array ? [content] : content;
+    for (const chunk of chunks) {
+      const buf = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
+      for (let off = 0; off < buf.length; ) off += fs.writeSync(fd, buf, off, buf.length - off);
+      bytes += buf.length;
+    }
+    fs.fsyncSync(fd);
+    const done = fd;
+    fd = undefined;
+    fs.closeSync(done);
+    fs.renameSync(tmp, file);
+  } catch (err) {
+    // (Never a second close: the number may belong to another file by now.)
+    if (fd !== undefined) fs.closeSync(fd);
+    fs.rmSync(tmp, { force: true });
+    throw err;
+  }
+  syncDirSync(path.dirname(file));
+  return bytes;
+}
+
+/** syncDir with a synchronous call. */
+export function syncDirSync(dir: string): void {
+  try {
+    const fd = fs.openSync(dir, 'r');
+    try {
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    // As in syncDir: not every filesystem allows it.
+  }
 }
 
 /** A lock file another live process holds. */

@@ -11,8 +11,9 @@
  * O_APPEND, one write() each, so concurrent GAHPs never interleave inside a line; a line
  * torn by a crash (or glued to the next one) fails its check and is skipped. A later record
  * for the same (dev, ino) replaces an earlier one. Each lookup round first reads what other
- * processes appended since. An oversized file is compacted on open (temp file, fsync,
- * rename); other processes notice the new inode and reload.
+ * processes appended since. An oversized file is compacted on open (state-files'
+ * replaceFile: temp file, fsync, rename, fsync of the directory); other processes notice
+ * the new inode and reload.
  *
  * The older `hash-cache.v1` keyed on mtime without ctime, so a file rewritten with its mtime
  * put back matched its old record: its records cannot be judged and are dropped (the file is
@@ -33,6 +34,8 @@ import { promisify } from 'node:util';
 import { createHash } from 'node:crypto';
 import type { FileKey } from './hash-types.js';
 import { isRacy } from './hash-key.js';
+import { replaceFile, replaceFileSync } from '../state-files.js';
+import { yieldNow } from '../util.js';
 
 export const HASH_CACHE_FILE = 'hash-cache.v2';
 /** Earlier formats, removed on open (their records cannot be trusted). */
@@ -53,7 +56,6 @@ const READ_BYTES = 256 * 1024;
 const readAsync = promisify(fs.read);
 const openAsync = promisify(fs.open);
 const fstatAsync = (fd: number) => new Promise<fs.BigIntStats>((resolve, reject) => fs.fstat(fd, { bigint: true }, (err, st) => (err ? reject(err) : resolve(st))));
-const yieldNow = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Where a load has got to: bytes consumed (up to the last complete line) and lines seen. */
 interface LoadState {
@@ -263,30 +265,15 @@ export class HashCache {
     state.offset -= Buffer.byteLength(carry, 'latin1');
   }
 
-  /** compact() with asynchronous writes and yields while the text is built. */
+  /** compact() with asynchronous writes and a yield after each slice of records. */
   private async compactAsync(): Promise<void> {
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    const fh = await fsp.open(tmp, 'w', 0o600);
-    try {
-      let text = '';
-      let n = 0;
-      for (const [k, e] of this.entries) {
-        text += compactLine(k, e);
-        if (++n % LINES_PER_SLICE === 0) await yieldNow();
-        if (text.length > 1 << 20) {
-          await fh.write(text);
-          text = '';
-        }
+    const entries = this.entries;
+    await replaceFile(this.file, (async function* snapshot() {
+      for (const text of compactChunks(entries)) {
+        yield text;
+        await yieldNow();
       }
-      if (text) await fh.write(text);
-      await fh.sync();
-    } catch (err) {
-      await fh.close().catch(() => undefined);
-      await fsp.rm(tmp, { force: true }).catch(() => undefined);
-      throw err;
-    }
-    await fh.close();
-    await fsp.rename(tmp, this.file);
+    })());
     await this.reopenAsync();
   }
 
@@ -318,23 +305,7 @@ export class HashCache {
   }
 
   private compact(): void {
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    const fd = fs.openSync(tmp, 'w', 0o600);
-    try {
-      let text = '';
-      for (const [k, e] of this.entries) {
-        text += compactLine(k, e);
-        if (text.length > 1 << 20) {
-          fs.writeSync(fd, text);
-          text = '';
-        }
-      }
-      if (text) fs.writeSync(fd, text);
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
-    fs.renameSync(tmp, this.file);
+    replaceFileSync(this.file, compactChunks(this.entries));
     this.reopen();
   }
 
@@ -364,6 +335,20 @@ function parseLines(lines: readonly string[], from: number, to: number, into: Ma
     into.set(`${m[1]}:${m[2]}`, { size: m[3]!, mtimeNs: m[4]!, ctimeNs: m[5]!, md5: m[7]! });
   }
   return count;
+}
+
+/** The compacted file's text, LINES_PER_SLICE records at a time. */
+function* compactChunks(entries: Map<string, Entry>): Generator<string> {
+  let text = '';
+  let n = 0;
+  for (const [k, e] of entries) {
+    text += compactLine(k, e);
+    if (++n % LINES_PER_SLICE === 0) {
+      yield text;
+      text = '';
+    }
+  }
+  if (text) yield text;
 }
 
 /** A record as compaction writes it. */

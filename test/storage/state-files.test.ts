@@ -6,7 +6,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { LockHeldError, replaceFile, withLockFile } from '../../gahp/state-files.js';
+import { LockHeldError, replaceFile, replaceFileSync, withLockFile } from '../../gahp/state-files.js';
 
 let dir: string;
 beforeEach(() => {
@@ -49,6 +49,29 @@ describe('replaceFile', () => {
       throw new Error('disk on fire');
     }
     await expect(replaceFile(file, failing())).rejects.toThrow('disk on fire');
+    expect(fs.readFileSync(file, 'utf8')).toBe('old');
+    expect(leftovers()).toEqual([]);
+  });
+});
+
+describe('replaceFileSync', () => {
+  test('puts the whole new content in place from chunks, mode 0600, no temp file left', () => {
+    const file = path.join(dir, 'state.json');
+    fs.writeFileSync(file, 'old');
+    expect(replaceFileSync(file, ['new ', Buffer.from('content')])).toBe(11);
+    expect(fs.readFileSync(file, 'utf8')).toBe('new content');
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+    expect(leftovers()).toEqual([]);
+  });
+
+  test('a producer that fails leaves the old file as it was and no temp file', () => {
+    const file = path.join(dir, 'state.json');
+    fs.writeFileSync(file, 'old');
+    function* failing() {
+      yield 'half of the';
+      throw new Error('disk on fire');
+    }
+    expect(() => replaceFileSync(file, failing())).toThrow('disk on fire');
     expect(fs.readFileSync(file, 'utf8')).toBe('old');
     expect(leftovers()).toEqual([]);
   });
