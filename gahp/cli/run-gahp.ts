@@ -2,6 +2,7 @@
  * Assembles a GAHP on stdin/stdout: services, commands, protocol server. This is what
  * HTCondor's gridmanager runs (BOINC_GAHP points at bin/boinc-gahp).
  */
+import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { GahpServer } from '../protocol/server.js';
 import { Logger } from '../log.js';
@@ -114,27 +115,56 @@ export function startGahp(opts: GahpRunOptions = {}): RunningGahp {
   });
   server.onShutdown(() => services.session.close());
   server.onShutdown(() => services.ledger.close());
-  guardProcess(services.log);
+  exitOnInternalError(services.log);
   server.start();
   return { server, services, commands, exited };
 }
 
+/**
+ * The exit status after an internal error: an exception nobody caught or a rejection nobody
+ * handled (sysexits' EX_SOFTWARE; main.ts's 0, 1 and 2 are answers to the user).
+ */
+export const EXIT_INTERNAL_ERROR = 70;
+
 let guarded = false;
 
 /**
- * A stray rejected promise or exception in some handler's callback must not take down the
- * GAHP, and with it the gridmanager's view of every job: log it (redacted) and carry on.
- * Each request already has its own error path; this is the net under it.
+ * Fail fast on an internal error. Each request has its own error path (a failing command is
+ * an error result, a malformed line an `E`); an exception or rejection that escapes them
+ * comes from a callback nobody owns, and leaves some piece of the GAHP (a command's promise,
+ * a lock, the ledger's memory of what it wrote) in a state no code path expects: a command
+ * whose result never comes holds its jobs after the gridmanager's 300 s call timeout. So the
+ * GAHP says what happened, in one redacted line on stderr (the gridmanager copies our stderr
+ * to its log) and with the stack in the debug log, and exits at once: the gridmanager
+ * notices, exits, is started again by the schedd with a new GAHP, and recovers its jobs by
+ * asking BOINC; the ledger is crash-safe, so the submits it repeats are safe
+ * (docs/gahp-protocol.md, "When the GAHP fails").
  */
-function guardProcess(log: Logger): void {
+function exitOnInternalError(log: Logger): void {
   if (guarded) return;
   guarded = true;
-  process.on('unhandledRejection', (reason) => {
-    log.error(`unhandled rejection (ignored): ${reason instanceof Error ? reason.stack ?? reason.message : String(reason)}`);
-  });
-  process.on('uncaughtException', (err) => {
-    log.error(`uncaught exception (ignored): ${err.stack ?? err.message}`);
-  });
+  const fail = (what: string, err: unknown): never => {
+    try {
+      log.error(`internal error, exiting: ${what}: ${describeError(err, true)}`);
+      // Synchronous: the process exits right after (the debug log writes its rest on exit).
+      fs.writeSync(2, log.redact(`boinc-gahp: internal error, exiting: ${what}: ${describeError(err, false)}`) + '\n');
+    } catch {
+      // Exiting anyway.
+    }
+    process.exit(EXIT_INTERNAL_ERROR);
+  };
+  process.on('uncaughtException', (err) => fail('uncaught exception', err));
+  process.on('unhandledRejection', (reason) => fail('unhandled rejection', reason));
+}
+
+/** An error as text (its stack, or its message on one line), for something that may not even be an Error. */
+function describeError(err: unknown, withStack: boolean): string {
+  try {
+    if (err instanceof Error) return withStack && err.stack ? err.stack : `${err.name}: ${err.message}`.replace(/\s*[\r\n]+\s*/g, ' ');
+    return String(err).replace(/\s*[\r\n]+\s*/g, ' ');
+  } catch {
+    return 'an error that cannot be printed';
+  }
 }
 
 /** Runs the GAHP until QUIT or EOF; resolves with the exit code. */
