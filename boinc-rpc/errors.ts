@@ -20,6 +20,56 @@ export type RpcErrorKind =
    */
   | 'local';
 
+/**
+ * What a failure is, for code that decides what to do next (the message is for people and
+ * for HTCondor). Set where the reply is read (xml.ts checkReply, http.ts); none when the
+ * failure is none of these.
+ */
+export type RpcErrorCode =
+  /** The reply ended before its closing tag without a PHP error: the connection was cut (uncertain). */
+  | 'cut-short'
+  /**
+   * The database refused a row that exists already (`Duplicate entry ... for key 'K'`, a
+   * PHP fatal or inside an <error> text); `duplicateOf` says which row.
+   */
+  | 'duplicate-entry'
+  /** The server has no batch of that id or name (`no such batch`, `no batch named NAME`); `batchName` when it names one. */
+  | 'no-such-batch'
+  /** A refusal repeating cannot change: bad or missing authenticator, no submit access, not the owner, file immutability. */
+  | 'refused'
+  /** The reply was longer than the client's maxReplyBytes: not read, the connection discarded. */
+  | 'reply-too-large';
+
+/**
+ * Which existing row a `duplicate-entry` hit, from the database key it names:
+ * - `file`: a file of that physical name is registered (key `jf_name`; `md5` on older
+ *   schemas): upload_files of a name the server has;
+ * - `link`: the file is already linked to the batch (key `job_file_id`): query_files with a
+ *   batch_id repeated;
+ * - `other`: any other key (a job name in create_work, ...).
+ */
+export type DuplicateOf = 'file' | 'link' | 'other';
+
+export interface RpcErrorOptions {
+  errorNum?: number;
+  httpStatus?: number;
+  /**
+   * True when the request may have reached the server and taken effect although we
+   * saw no success (timeout or dropped connection after sending, a fatal reply):
+   * callers of non-idempotent RPCs must find out what happened before repeating.
+   */
+  uncertain?: boolean;
+  /** The call failed because an attempt got no answer within the timeout. */
+  timedOut?: boolean;
+  /** The caller's AbortSignal stopped the call. */
+  aborted?: boolean;
+  code?: RpcErrorCode;
+  /** With code `duplicate-entry`. */
+  duplicateOf?: DuplicateOf;
+  /** With code `no-such-batch`, when the server named the batch. */
+  batchName?: string;
+}
+
 export class BoincRpcError extends Error {
   override name = 'BoincRpcError';
 
@@ -29,20 +79,7 @@ export class BoincRpcError extends Error {
     readonly kind: RpcErrorKind,
     /** The server's (or transport's) text, unchanged but for redaction. */
     readonly serverMessage: string,
-    readonly options: {
-      errorNum?: number;
-      httpStatus?: number;
-      /**
-       * True when the request may have reached the server and taken effect although we
-       * saw no success (timeout or dropped connection after sending, a fatal reply):
-       * callers of non-idempotent RPCs must find out what happened before repeating.
-       */
-      uncertain?: boolean;
-      /** The call failed because an attempt got no answer within the timeout. */
-      timedOut?: boolean;
-      /** The caller's AbortSignal stopped the call. */
-      aborted?: boolean;
-    } = {},
+    readonly options: RpcErrorOptions = {},
   ) {
     super(`${rpc} failed: ${serverMessage}`);
   }
@@ -61,5 +98,17 @@ export class BoincRpcError extends Error {
 
   get aborted(): boolean {
     return this.options.aborted ?? false;
+  }
+
+  get code(): RpcErrorCode | undefined {
+    return this.options.code;
+  }
+
+  get duplicateOf(): DuplicateOf | undefined {
+    return this.options.duplicateOf;
+  }
+
+  get batchName(): string | undefined {
+    return this.options.batchName;
   }
 }

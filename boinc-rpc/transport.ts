@@ -20,7 +20,8 @@ import { randomBytes } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { BoincRpcError } from './errors.js';
-import { decodeServerText, isCutShort, xmlEscape } from './xml.js';
+import { decodeServerText, xmlEscape } from './xml.js';
+import { Retries, sleep, type RetryPolicy } from './retry.js';
 import { Agents, FileChangedError, HttpFailure, HttpTimeout, getStream, postMultipart, type FilePart } from './http.js';
 
 export interface TransportOptions {
@@ -47,6 +48,8 @@ export interface PostOptions {
 export const CALL_BUDGET_TIMEOUTS = 2;
 /** Attempts that got no answer within the timeout, after which a call gives up. */
 export const MAX_TIMED_OUT_ATTEMPTS = 2;
+/** Longest wait between two attempts of a call. */
+const MAX_BACKOFF_MS = 30_000;
 
 const USER_AGENT = 'boinc-gahp';
 
@@ -160,24 +163,25 @@ export class Transport {
   /** The same error with secrets removed from its message. */
   redactError(err: BoincRpcError): BoincRpcError {
     const clean = this.redact(err.serverMessage);
-    return clean === err.serverMessage ? err : new BoincRpcError(err.rpc, err.kind, clean, err.options);
+    const batchName = err.batchName === undefined ? undefined : this.redact(err.batchName);
+    if (clean === err.serverMessage && batchName === err.batchName) return err;
+    return new BoincRpcError(err.rpc, err.kind, clean, batchName === undefined ? err.options : { ...err.options, batchName });
   }
 
-  private backoff(attempt: number): number {
-    const base = this.opts.retryBaseMs * 2 ** attempt;
-    return Math.min(30_000, Math.round(base * (0.5 + Math.random())));
-  }
-
-  private sleep(ms: number, signal?: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const t = setTimeout(done, ms);
-      function done() {
-        signal?.removeEventListener('abort', done);
-        clearTimeout(t);
-        resolve();
-      }
-      signal?.addEventListener('abort', done, { once: true });
-    });
+  /**
+   * The retries of one call: up to `retries` more attempts, none after MAX_TIMED_OUT_ATTEMPTS
+   * timed out, none starting CALL_BUDGET_TIMEOUTS x timeoutMs or later after the first began.
+   */
+  private retries(): Retries {
+    const policy: RetryPolicy = {
+      baseMs: this.opts.retryBaseMs,
+      capMs: MAX_BACKOFF_MS,
+      jitter: true,
+      maxAttempts: Math.max(0, this.opts.retries) + 1,
+      maxTimeouts: MAX_TIMED_OUT_ATTEMPTS,
+      budgetMs: CALL_BUDGET_TIMEOUTS * this.opts.timeoutMs,
+    };
+    return new Retries(policy);
   }
 
   /** An HTTP failure as a BoincRpcError, uncertain unless the request cannot have reached the server. */
@@ -199,17 +203,6 @@ export class Transport {
     if (typeof r === 'string' && r) why = `: ${r}`;
     else if (r instanceof Error && r.name !== 'AbortError' && r.message) why = `: ${r.message}`;
     return new BoincRpcError(rpc, 'local', this.redact(`aborted${why}`), { aborted: true, uncertain: mayHaveReached });
-  }
-
-  /**
-   * Whether a failed call may make another attempt: retryable, retries left, not closed,
-   * fewer than MAX_TIMED_OUT_ATTEMPTS timed-out attempts, and the next attempt would start
-   * within CALL_BUDGET_TIMEOUTS x timeoutMs of `since`.
-   */
-  private mayRetry(attempt: number, retryable: boolean, timeouts: number, since: number, delay: number): boolean {
-    if (!retryable || this.closed || attempt >= Math.max(0, this.opts.retries)) return false;
-    if (timeouts >= MAX_TIMED_OUT_ATTEMPTS) return false;
-    return Date.now() - since + delay < CALL_BUDGET_TIMEOUTS * this.opts.timeoutMs;
   }
 
   /**
@@ -243,35 +236,32 @@ export class Transport {
    */
   private isRetryable(err: BoincRpcError, idempotent: boolean): boolean {
     if (!idempotent) return err.kind === 'transport' && !err.uncertain;
-    return err.kind === 'transport' || isCutShort(err);
+    return err.kind === 'transport' || err.code === 'cut-short';
   }
 
   /**
    * POSTs `request` (one multipart field `request`, plus file parts) to projectUrl+script.
    */
   async post(rpc: string, url: string, request: string, opts: PostOptions): Promise<void> {
-    const retries = Math.max(0, this.opts.retries);
     const { signal } = opts;
-    let since: number | undefined;
-    let timeouts = 0;
-    for (let attempt = 0; ; attempt++) {
+    const retries = this.retries();
+    for (;;) {
       if (signal?.aborted) throw this.abortedError(rpc, signal, false);
       let started = false;
       try {
         await this.inQueue(() => {
           started = true;
-          since ??= Date.now();
+          retries.started();
           return this.postOnce(rpc, url, request, opts);
         }, signal);
         return;
       } catch (err) {
         if (signal?.aborted) throw this.abortedError(rpc, signal, started);
         const e = err instanceof BoincRpcError ? err : this.transportError(rpc, err);
-        if (e.timedOut) timeouts++;
-        const delay = this.backoff(attempt);
-        if (this.mayRetry(attempt, this.isRetryable(e, opts.idempotent), timeouts, since ?? Date.now(), delay)) {
-          this.log(`boinc-rpc ${rpc}: ${e.message}; retry ${attempt + 1}/${retries} in ${delay} ms`);
-          await this.sleep(delay, signal);
+        const delay = retries.next(e);
+        if (delay !== undefined && !this.closed && this.isRetryable(e, opts.idempotent)) {
+          this.log(`boinc-rpc ${rpc}: ${e.message}; retry ${retries.failed}/${retries.policy.maxAttempts - 1} in ${delay} ms`);
+          await sleep(delay, signal);
           continue;
         }
         throw this.redactError(e);
@@ -336,33 +326,27 @@ export class Transport {
    * complete. A non-2xx status or a body starting `ERROR: ` leaves nothing behind.
    */
   async download(rpc: string, url: string, destPath: string, signal?: AbortSignal): Promise<{ bytes: number }> {
-    const retries = Math.max(0, this.opts.retries);
-    let since: number | undefined;
-    let timeouts = 0;
-    for (let attempt = 0; ; attempt++) {
+    const retries = this.retries();
+    for (;;) {
       if (signal?.aborted) throw this.abortedError(rpc, signal, false);
       const progress = { bytes: 0 };
       try {
         // inQueue, not p-queue's own signal: that would reject at once while a running
         // download still cleans up its temp file.
         return await this.inQueue(() => {
-          since ??= Date.now();
+          retries.started();
           return this.downloadOnce(rpc, url, destPath, signal, progress);
         }, signal);
       } catch (err) {
         if (signal?.aborted) throw this.abortedError(rpc, signal, false);
         const e = err instanceof BoincRpcError ? err : this.transportError(rpc, err);
-        if (e.timedOut) timeouts++;
         // An attempt that received data was no hang: the budget starts again (a long
         // download cut near its end is retried; `retries` still bounds the attempts).
-        if (progress.bytes > 0) {
-          since = Date.now();
-          timeouts = e.timedOut ? 1 : 0;
-        }
-        const delay = this.backoff(attempt);
-        if (this.mayRetry(attempt, e.kind === 'transport', timeouts, since ?? Date.now(), delay)) {
-          this.log(`boinc-rpc ${rpc}: ${e.message}; retry ${attempt + 1}/${retries} in ${delay} ms`);
-          await this.sleep(delay, signal);
+        if (progress.bytes > 0) retries.restart();
+        const delay = retries.next(e);
+        if (delay !== undefined && !this.closed && e.kind === 'transport') {
+          this.log(`boinc-rpc ${rpc}: ${e.message}; retry ${retries.failed}/${retries.policy.maxAttempts - 1} in ${delay} ms`);
+          await sleep(delay, signal);
           continue;
         }
         throw this.redactError(e);

@@ -6,7 +6,7 @@
  * index-based extractors for the known, flat element structure instead.
  */
 import { isUtf8 } from 'node:buffer';
-import { BoincRpcError } from './errors.js';
+import { BoincRpcError, type DuplicateOf, type RpcErrorOptions } from './errors.js';
 
 // ---------------------------------------------------------------------------------------------
 // Requests
@@ -159,7 +159,7 @@ export function checkReply(rpc: string, body: Buffer | string, expectedRoot: str
     // From the start of the fatal block (the `<br />` before it) to the end of the body.
     const start = fatal.index;
     const message = stripHtml(raw.slice(start));
-    throw new BoincRpcError(rpc, 'fatal', message || 'PHP fatal error', { uncertain: true });
+    throw new BoincRpcError(rpc, 'fatal', message || 'PHP fatal error', { uncertain: true, ...duplicateEntry(message) });
   }
   const text = stripPhpNoise(raw);
   const errAt = text.indexOf('<error>');
@@ -167,17 +167,18 @@ export function checkReply(rpc: string, body: Buffer | string, expectedRoot: str
     // An error element the connection cut before its end: the message may be cut too.
     const outer = rootElementName(text.replace(/^\s*<\?xml[^>]*\?>/, ''));
     if (!outer || outer === 'error' || text.lastIndexOf(`</${outer}>`) < 0) {
-      throw new BoincRpcError(rpc, 'protocol', `${CUT_SHORT} (no closing </error> tag)`, { uncertain: true });
+      throw new BoincRpcError(rpc, 'protocol', `${CUT_SHORT} (no closing </error> tag)`, { uncertain: true, code: 'cut-short' });
     }
   }
   const err = extractError(text);
   if (err) {
-    throw new BoincRpcError(rpc, 'server', err.message, err.errorNum === undefined ? {} : { errorNum: err.errorNum });
+    const data = serverErrorData(err.message);
+    throw new BoincRpcError(rpc, 'server', err.message, err.errorNum === undefined ? data : { errorNum: err.errorNum, ...data });
   }
   const root = rootElementName(text.replace(/^\s*<\?xml[^>]*\?>/, ''));
   if (!root) {
     // The XML declaration and nothing (or half a tag) after it: cut short.
-    if (/^\s*<\?xml/.test(text)) throw new BoincRpcError(rpc, 'protocol', `${CUT_SHORT} (no root element)`, { uncertain: true });
+    if (/^\s*<\?xml/.test(text)) throw new BoincRpcError(rpc, 'protocol', `${CUT_SHORT} (no root element)`, { uncertain: true, code: 'cut-short' });
     throw new BoincRpcError(rpc, 'protocol', text.trim() ? `not an XML reply: ${shorten(text.trim())}` : 'empty reply');
   }
   const complete =
@@ -185,16 +186,47 @@ export function checkReply(rpc: string, body: Buffer | string, expectedRoot: str
     text.lastIndexOf(`</${root}>`) >= 0 ||
     new RegExp(`<${root}\\s*/>`).test(text);
   if (!complete) {
-    throw new BoincRpcError(rpc, 'protocol', `${CUT_SHORT} (no closing </${root}> tag)`, { uncertain: true });
+    throw new BoincRpcError(rpc, 'protocol', `${CUT_SHORT} (no closing </${root}> tag)`, { uncertain: true, code: 'cut-short' });
   }
   return { text, root };
 }
 
 const CUT_SHORT = 'reply cut short';
 
-/** A reply that ended before its closing tag without a PHP error: the connection was cut. */
-export function isCutShort(err: BoincRpcError): boolean {
-  return err.kind === 'protocol' && err.serverMessage.startsWith(CUT_SHORT);
+type ErrorData = Pick<RpcErrorOptions, 'code' | 'duplicateOf' | 'batchName'>;
+
+/** Database keys of a file's registration (job_file): `jf_name`, or `md5` on older schemas. */
+const FILE_KEYS = new Set(['jf_name', 'md5']);
+/** The key of a file's link to a batch (batch_file_assoc). */
+const LINK_KEYS = new Set(['job_file_id']);
+
+/**
+ * `Duplicate entry 'V' for key 'K'` (MySQL; MariaDB may write `table.K`) in a fatal or
+ * <error> text: code `duplicate-entry` and which row (DuplicateOf), else nothing.
+ */
+function duplicateEntry(text: string): ErrorData {
+  const at = text.search(/Duplicate entry/i);
+  if (at < 0) return {};
+  const key = /^Duplicate entry [\s\S]*? for key '([^']*)'/i.exec(text.slice(at, at + 4096))?.[1];
+  const name = key?.slice(key.lastIndexOf('.') + 1) ?? '';
+  const duplicateOf: DuplicateOf = FILE_KEYS.has(name) ? 'file' : LINK_KEYS.has(name) ? 'link' : 'other';
+  return { code: 'duplicate-entry', duplicateOf };
+}
+
+/**
+ * What an <error> text means for the caller: a duplicate entry, a batch the server does not
+ * have (`no such batch`, `no batch named NAME`, `no batch ID`), or a refusal that repeating
+ * cannot change (authenticator, access, immutability, ownership). The text stays as it is.
+ */
+export function serverErrorData(text: string): ErrorData {
+  const duplicate = duplicateEntry(text);
+  if (duplicate.code) return duplicate;
+  if (/no such batch|\bno batch\b/i.test(text)) {
+    const named = /no batch named (\S+)/.exec(text)?.[1];
+    return named === undefined ? { code: 'no-such-batch' } : { code: 'no-such-batch', batchName: named };
+  }
+  if (/authenticator|access|immutab|not owner/i.test(text)) return { code: 'refused' };
+  return {};
 }
 
 /**

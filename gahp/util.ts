@@ -8,17 +8,10 @@
  * work that cannot be cancelled itself but whose result is no longer wanted.
  */
 import { addAbortListener } from 'node:events';
-import { setImmediate as nextTurn, setTimeout as delay } from 'node:timers/promises';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 
-/** Waits ms milliseconds, or less if the signal fires first (then it returns at once). Never rejects. */
-export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  if (signal?.aborted) return;
-  try {
-    await delay(ms, undefined, { signal });
-  } catch (err) {
-    if (!signal?.aborted) throw err;
-  }
-}
+/** The abortable sleep of the RPC client's retries, the one implementation (boinc-rpc cannot import gahp/). */
+export { sleep } from '../boinc-rpc/retry.js';
 
 /**
  * The work's outcome, or a rejection with the signal's reason as soon as the signal fires

@@ -3,6 +3,7 @@
  * live batch, then the background worker started when it has work. Loaded only by the status call that holds `status.lock` (the others never load
  * the RPC stack).
  */
+import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { queryBatchesCommand } from '../commands/query-batches.js';
 import type { BlahpContext } from './context.js';
 import type { ParsedJobName } from './names.js';
@@ -24,8 +25,7 @@ export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined
         tokens = await query.run(await ctx.bound({ minModTime: '0', batchNames: names }), handler);
         break;
       } catch (err) {
-        const m = /no batch named (\S+)/.exec(err instanceof Error ? err.message : '');
-        const missing = m?.[1];
+        const missing = err instanceof BoincRpcError && err.code === 'no-such-batch' ? err.batchName : undefined;
         if (!missing || !names.includes(missing)) throw err;
         gone.push(missing);
         names.splice(names.indexOf(missing), 1);

@@ -40,6 +40,7 @@
  */
 import type { BigIntStats } from 'node:fs';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
+import { Retries, type RetryPolicy } from '../../boinc-rpc/retry.js';
 import type { AppTemplates, BoincRpc, QueryBatchReply, SubmitJob } from '../../boinc-rpc/types.js';
 import type { AsyncCommand, HandlerContext } from '../protocol/commands.js';
 import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
@@ -52,6 +53,7 @@ import { physName } from '../staging/plan.js';
 import { createStager, type StageFile } from '../staging/upload.js';
 import { PHP_DEFAULT_UPLOAD_LIMITS } from '../../boinc-rpc/upload-limits.js';
 import { PhaseProgress } from '../staging/progress.js';
+import { sleep as pause } from '../util.js';
 
 /** A failed step: the message says which step and why. */
 class SubmitError extends Error {
@@ -74,21 +76,19 @@ async function step<T>(what: string, fn: () => Promise<T> | T): Promise<T> {
 
 /** Waits ms, or less when the signal fires; then throws if it fired. */
 async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  await new Promise<void>((resolve) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
+  await pause(ms, signal);
   signal?.throwIfAborted();
 }
 
+/**
+ * Repeats of create_batch and of a submit_batch that cannot have reached the server: at
+ * most four attempts, 300, 600, 1200 ms apart, none after a second one that timed out.
+ */
+const SUBMIT_RETRY: RetryPolicy = { baseMs: 300, capMs: 30_000, jitter: false, maxAttempts: 4, maxTimeouts: 2 };
+
 const sameNames = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((n, i) => n === b[i]);
 
-const noSuchBatch = (err: unknown) => err instanceof BoincRpcError && err.kind === 'server' && /no such batch|no batch named/i.test(err.serverMessage);
+const noSuchBatch = (err: unknown) => err instanceof BoincRpcError && err.kind === 'server' && err.code === 'no-such-batch';
 
 /**
  * query_batch by name: undefined when the server has no such batch. BOINC's query_batch
@@ -417,15 +417,15 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
    * after a second one that timed out.
    */
   async function createBatch(rpc: BoincRpc, req: SubmitRequest, expireTime: number, signal: AbortSignal): Promise<number> {
-    let timeouts = 0;
-    for (let attempt = 0; ; attempt++) {
+    const retries = new Retries(SUBMIT_RETRY);
+    for (;;) {
       try {
         return await rpc.createBatch({ batchName: req.batchName, appName: req.appName, expireTime, signal });
       } catch (err) {
-        if (!(err instanceof BoincRpcError) || attempt >= 3) throw err;
-        if (err.kind === 'server' || err.kind === 'local') throw err;
-        if (err.timedOut && ++timeouts >= 2) throw err;
-        await sleep(300 * 2 ** attempt, signal);
+        if (!(err instanceof BoincRpcError)) throw err;
+        const delay = retries.next(err);
+        if (delay === undefined || err.kind === 'server' || err.kind === 'local') throw err;
+        await sleep(delay, signal);
         if (err.uncertain || err.kind === 'fatal') {
           // It may have been created: look before creating again (twice, in case it is
           // still being processed).
@@ -462,15 +462,18 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
    * an uncertain one the batch is looked at: holding all the jobs means success.
    */
   async function submitBatch(rpc: BoincRpc, req: SubmitRequest, batchId: number, jobs: SubmitJob[], signal: AbortSignal): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
+    const retries = new Retries(SUBMIT_RETRY);
+    for (;;) {
       try {
         const req2 = { batchId, batchName: req.batchName, appName: req.appName, jobParams: req.jobParams, jobs, signal };
         await rpc.submitBatch(req.appVersionNum !== undefined ? { ...req2, appVersionNum: req.appVersionNum } : req2);
         return;
       } catch (err) {
         if (!(err instanceof BoincRpcError)) throw err;
-        if (err.kind === 'transport' && !err.uncertain && attempt < 3) {
-          await sleep(300 * 2 ** attempt, signal);
+        // Timed-out attempts are not counted here: these never reached the server.
+        const delay = err.kind === 'transport' && !err.uncertain ? retries.next() : undefined;
+        if (delay !== undefined) {
+          await sleep(delay, signal);
           continue;
         }
         if (err.aborted) throw err;

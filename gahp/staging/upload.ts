@@ -36,7 +36,7 @@
 import * as fs from 'node:fs';
 import PQueue from 'p-queue';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
-import { isCutShort } from '../../boinc-rpc/xml.js';
+import { Retries, sleep, type RetryPolicy } from '../../boinc-rpc/retry.js';
 import type { BoincRpc } from '../../boinc-rpc/types.js';
 import { formatPhpSize } from '../../boinc-rpc/upload-limits.js';
 import type { FileKey } from './hash-types.js';
@@ -98,7 +98,7 @@ export class StagingError extends Error {
 /** How many names one query_files carries. */
 const QUERY_CHUNK = 1000;
 
-const isDuplicate = (err: unknown) => err instanceof BoincRpcError && /Duplicate entry/i.test(err.serverMessage);
+const isDuplicate = (err: unknown) => err instanceof BoincRpcError && err.code === 'duplicate-entry';
 
 /** Attempts that timed out after which a loop repeating a call gives up. */
 const MAX_TIMEOUTS = 2;
@@ -106,13 +106,13 @@ const MAX_TIMEOUTS = 2;
 const timedOut = (err: unknown) => err instanceof BoincRpcError && err.timedOut;
 
 /** Failures the RPC client already retried (idempotent calls): not to be repeated again. */
-const clientRetried = (err: unknown) => err instanceof BoincRpcError && (err.kind === 'transport' || isCutShort(err));
+const clientRetried = (err: unknown) => err instanceof BoincRpcError && (err.kind === 'transport' || err.code === 'cut-short');
 
 /** Errors that repeating cannot fix: give up at once. */
 function isPermanent(err: unknown): boolean {
   if (!(err instanceof BoincRpcError)) return true;
   if (err.kind === 'local') return true;
-  if (err.kind === 'server' && /authenticator|access|immutab|not owner|no such batch|no batch/i.test(err.serverMessage)) return true;
+  if (err.kind === 'server' && (err.code === 'refused' || err.code === 'no-such-batch')) return true;
   if (err.kind === 'protocol' && err.options.httpStatus !== undefined && err.options.httpStatus < 500) return true;
   return false;
 }
@@ -140,7 +140,8 @@ export function createStager(opts: StageOptions): Stager {
   const { rpc, batchId, deleteTime } = opts;
   const log = opts.log ?? (() => undefined);
   const maxAttempts = opts.maxAttempts ?? 5;
-  const baseMs = opts.retryBaseMs ?? 250;
+  /** Backoff of every loop here; each sets its own number of attempts. */
+  const policy = (maxTries: number): RetryPolicy => ({ baseMs: opts.retryBaseMs ?? 250, capMs: 5000, jitter: true, maxAttempts: maxTries, maxTimeouts: MAX_TIMEOUTS });
   const report: StageReport = { present: 0, uploaded: 0, uploadedBytes: 0, uploadRequests: 0, recoveries: 0 };
   const signal = opts.signal;
   const settled = (list: readonly StageFile[]) => {
@@ -155,17 +156,6 @@ export function createStager(opts: StageOptions): Stager {
       throw new StagingError(r instanceof Error && r.name !== 'AbortError' && r.message ? r.message : 'the GAHP is shutting down');
     }
   };
-  /** Backoff; cut short when the signal fires (the next aborted() check then throws). */
-  const sleep = (attempt: number) =>
-    new Promise<void>((resolve) => {
-      const t = setTimeout(done, Math.min(5000, baseMs * 2 ** attempt * (0.5 + Math.random())));
-      function done() {
-        clearTimeout(t);
-        signal?.removeEventListener('abort', done);
-        resolve();
-      }
-      signal?.addEventListener('abort', done, { once: true });
-    });
 
   /**
    * Repeats an idempotent call once on errors that are neither permanent nor already
@@ -173,14 +163,17 @@ export function createStager(opts: StageOptions): Stager {
    * itself, within its time budget).
    */
   async function retrying<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
+    const retries = new Retries(policy(2));
+    for (;;) {
       aborted();
       try {
         return await fn();
       } catch (err) {
-        if (isPermanent(err) || clientRetried(err) || attempt + 1 >= 2) throw err;
+        const delay = retries.next();
+        if (isPermanent(err) || clientRetried(err) || delay === undefined) throw err;
         log(`staging: ${what}: ${(err as Error).message}; retrying`);
-        await sleep(attempt);
+        // Cut short when the signal fires (the next aborted() check then throws).
+        await sleep(delay, signal);
       }
     }
   }
@@ -202,17 +195,17 @@ export function createStager(opts: StageOptions): Stager {
    * false when the file turned out absent (deleted meanwhile): it must be uploaded.
    */
   async function linkOne(f: StageFile): Promise<boolean> {
-    let timeouts = 0;
-    for (let attempt = 0; ; attempt++) {
+    const retries = new Retries(policy(maxAttempts));
+    for (;;) {
       aborted();
       try {
         const idx = await rpc.queryFiles({ physNames: [f.physName], batchId, signal });
         return idx.length === 0;
       } catch (err) {
-        if (isDuplicate(err) && !/jf_name|md5/i.test((err as BoincRpcError).serverMessage)) return true;
-        if (timedOut(err)) timeouts++;
-        if (isPermanent(err) || attempt + 1 >= maxAttempts || timeouts >= MAX_TIMEOUTS) throw err;
-        await sleep(attempt);
+        if (isDuplicate(err) && (err as BoincRpcError).duplicateOf !== 'file') return true;
+        const delay = retries.next({ timedOut: timedOut(err) });
+        if (isPermanent(err) || delay === undefined) throw err;
+        await sleep(delay, signal);
       }
     }
   }
@@ -299,8 +292,8 @@ export function createStager(opts: StageOptions): Stager {
 
   async function uploadGroup(group: StageFile[]): Promise<void> {
     let todo = group;
-    let timeouts = 0;
-    for (let attempt = 0; todo.length > 0; attempt++) {
+    const retries = new Retries(policy(maxAttempts));
+    while (todo.length > 0) {
       aborted();
       for (const f of todo) checkUnchanged(f);
       try {
@@ -311,11 +304,11 @@ export function createStager(opts: StageOptions): Stager {
         settled(todo);
         return;
       } catch (err) {
-        if (timedOut(err)) timeouts++;
-        if ((isPermanent(err) && !isDuplicate(err)) || attempt + 1 >= maxAttempts || timeouts >= MAX_TIMEOUTS) throw err;
+        const delay = retries.next({ timedOut: timedOut(err) });
+        if ((isPermanent(err) && !isDuplicate(err)) || delay === undefined) throw err;
         log(`staging: upload_files of ${todo.length} files failed (${(err as Error).message}); finding out what arrived`);
         report.recoveries++;
-        await sleep(attempt);
+        await sleep(delay, signal);
         const before = todo.length;
         todo = await recover(todo);
         report.uploaded += before - todo.length;
