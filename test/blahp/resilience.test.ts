@@ -87,3 +87,19 @@ test('a status call against a server that never answers returns one line well wi
   }
   expect(status).toBe(1);
 }, LONG);
+
+test('a batch the server no longer has is left out of the status query (the error names it): its job is held, the others still answer', async () => {
+  const iwd = jobDir(env, 'kept', 'x\n');
+  const sub = await env.blahpd.submit({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, TransferInput: 'in', JobDirectory: iwd });
+  expect(sub.jobId).not.toBeNull();
+  // A batch this machine never submitted: query_batch2 answers `no batch named <it>`.
+  const missing = 'blahp-uppercase-zzzzzz-abcdef';
+  const st = await env.blahpd.status(`boinc/${missing}_0`);
+  expect(st.answer?.jobStatus).toBe(5);
+  expect(String(st.answer?.ad?.get('HoldReason'))).toContain(`no longer has batch ${missing}`);
+  const snap = JSON.parse(fs.readFileSync(path.join(env.stateDir, 'blahp', 'status.json'), 'utf8')) as { gone: string[]; error?: string; batches: Record<string, unknown> };
+  expect(snap.gone).toEqual([missing]);
+  expect(snap.error).toBeUndefined();
+  expect(snap.batches[nameOf(sub.jobId!).replace(/_\d+$/, '')]).toBeDefined();
+  expect((await env.blahpd.status(sub.jobId!)).answer?.jobStatus).toBe(1);
+}, LONG);
