@@ -5,7 +5,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fetchOutputSpec, parseArguments, parseRemaps, parseSubmitDescription, SubmitFileError } from '../../gahp/cli/submit-file.js';
-import { submitArgs } from '../../gahp/cli/submit.js';
+import { submitArgs } from '../../gahp/cli/submit-plan.js';
 import { makeTempDir } from '../support/gahp-process.js';
 
 const cwd = '/home/alice/run';

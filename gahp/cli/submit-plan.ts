@@ -1,0 +1,123 @@
+/**
+ * The first step of `boinc-gahp submit` (submit.ts): everything decided before a GAHP is
+ * started. The submit file is read and checked, its project picked, its cluster id taken
+ * (or found from an earlier run, submit-state.ts) and its jobs named as HTCondor's
+ * gridmanager names them (boincjob.cpp): one batch per app `condor#<schedd>#<app>#<time>`,
+ * jobs `<batch>#<cluster>.<proc>`. Nothing is sent anywhere.
+ */
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { parseSubmitDescription, SubmitFileError, type SubmitDescription, type SubmitProc } from './submit-file.js';
+import { UsageError, projectFrom, type GlobalOptions } from './subcommands.js';
+import { defaultStateDir } from './settings.js';
+import { SubmitStore, type SubmitRecord } from './submit-state.js';
+
+/** The schedd part of batch names: stable per machine. */
+function scheddName(): string {
+  const host = os.hostname().replace(/[^A-Za-z0-9.-]/g, '-') || 'localhost';
+  return `boinc-gahp@${host}`;
+}
+
+function batchName(app: string, createdAt: number): string {
+  return `condor#${scheddName()}#${app}#${createdAt}`;
+}
+
+function jobName(batch: string, cluster: number, proc: number): string {
+  return `${batch}#${cluster}.${proc}`;
+}
+
+/** BOINC_SUBMIT arguments after the reqid, exactly as the gridmanager builds them. */
+export function submitArgs(batch: string, app: string, cluster: number, procs: SubmitProc[]): string[] {
+  const args = [batch, app, String(procs.length)];
+  for (const p of procs) {
+    args.push(jobName(batch, cluster, p.proc), String(p.args.length), ...p.args, String(p.inputs.length));
+    for (const i of p.inputs) args.push(i.src, i.dst);
+  }
+  args.push('NULL', 'NULL', 'NULL', 'NULL', 'NULL', 'NULL');
+  return args;
+}
+
+/** Everything decided before a GAHP is started. */
+export interface SubmitPlan {
+  /** The submit file as named on the command line (for messages). */
+  file: string;
+  stateDir: string;
+  project: { url: string; authenticator: string };
+  store: SubmitStore;
+  rec: SubmitRecord;
+  procsByApp: Map<string, SubmitProc[]>;
+  /** Job name -> its proc, every job of the file. */
+  procByJob: Map<string, SubmitProc>;
+}
+
+/**
+ * Reads and checks the submit file, picks its project, and takes its cluster id (or finds
+ * the one an earlier run took). Nothing is sent anywhere.
+ */
+export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean): Promise<SubmitPlan> {
+  const stateDir = g.stateDir ?? defaultStateDir();
+  const abs = path.resolve(file);
+  let text: string;
+  try {
+    text = fs.readFileSync(abs, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  const key = createHash('sha256').update(abs).update('\0').update(text).digest('hex').slice(0, 32);
+  const store = new SubmitStore(stateDir);
+  const known = fresh ? undefined : store.get(key);
+  // Parse with the cluster id this file has (or would get) before taking one for good:
+  // a broken file must not use up cluster ids.
+  const tentativeCluster = known?.cluster ?? store.nextCluster;
+  let desc = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster: tentativeCluster });
+  for (const w of desc.warnings) process.stderr.write(`warning: ${w}\n`);
+  if (desc.procs.length === 0) throw new SubmitFileError(file, 1, 'the queue statements make no jobs');
+  const project = projectOfFile(g, file, desc);
+  checkJobFiles(file, desc);
+
+  const rec = known ?? (await store.take(key, fresh, (cluster, createdAt) => {
+    const batches: Record<string, string> = {};
+    for (const p of desc.procs) batches[p.app] ??= batchName(p.app, createdAt);
+    return { key, submitFile: abs, cluster, createdAt, batches, submitted: [], retired: [], fetched: [], failed: {}, leaseUntil: {} };
+  }));
+  if (rec.cluster !== tentativeCluster) {
+    // Another submit took the cluster id we parsed with: expand $(Cluster) again.
+    desc = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster: rec.cluster });
+  }
+
+  const procsByApp = new Map<string, SubmitProc[]>();
+  const procByJob = new Map<string, SubmitProc>();
+  for (const p of desc.procs) {
+    let procs = procsByApp.get(p.app);
+    if (!procs) procsByApp.set(p.app, (procs = []));
+    procs.push(p);
+    const batch = (rec.batches[p.app] ??= batchName(p.app, rec.createdAt));
+    procByJob.set(jobName(batch, rec.cluster, p.proc), p);
+  }
+  return { file, stateDir, project, store, rec, procsByApp, procByJob };
+}
+
+/** One project and account for the whole file: from the file, else from the options. */
+function projectOfFile(g: GlobalOptions, file: string, desc: SubmitDescription): { url: string; authenticator: string } {
+  const urls = new Set(desc.procs.map((p) => p.projectUrl).filter((u): u is string => !!u));
+  const auths = new Set(desc.procs.map((p) => p.authenticatorFile).filter((u): u is string => !!u));
+  if (urls.size > 1) throw new UsageError(`${file}: jobs name different grid_resource URLs; submit one project per file`);
+  if (auths.size > 1) throw new UsageError(`${file}: jobs name different boinc_authenticator_file values; use one per file`);
+  return projectFrom({ ...g, projectUrl: g.projectUrl ?? [...urls][0], authenticatorFile: [...auths][0] ?? g.authenticatorFile });
+}
+
+/** Like condor_submit: every job's directory and input file must exist now. */
+function checkJobFiles(file: string, desc: SubmitDescription): void {
+  for (const p of desc.procs) {
+    if (!fs.statSync(p.iwd, { throwIfNoEntry: false })?.isDirectory()) {
+      throw new SubmitFileError(file, p.queueLine, `job ${p.proc}: initialdir ${p.iwd} is not an existing directory`);
+    }
+    for (const i of p.inputs) {
+      const st = fs.statSync(i.src, { throwIfNoEntry: false });
+      if (!st) throw new SubmitFileError(file, p.queueLine, `job ${p.proc}: input file ${i.src} does not exist`);
+      if (!st.isFile()) throw new SubmitFileError(file, p.queueLine, `job ${p.proc}: input ${i.src} is not a regular file`);
+    }
+  }
+}
