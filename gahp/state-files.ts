@@ -8,9 +8,10 @@
  *   replaceFileSync does the same with synchronous calls, for short-lived processes (the
  *   BLAHP scripts) and tools that have no event loop to keep free.
  * - writeAll: one buffer written completely (short writes continued).
- * - withLockFile: a lock file naming its holder's pid, created whole (linked into place
- *   from a complete temp file, so nobody ever reads an empty lock), broken when its holder
- *   is dead, waited for without blocking the event loop.
+ * - tryLockFile / unlockFile / lockFileHeld: a lock file naming its holder's pid, created
+ *   whole (linked into place from a complete temp file, so nobody ever reads an empty
+ *   lock), broken when its holder is dead; withLockFile runs a function holding one,
+ *   waiting for a live holder without blocking the event loop.
  */
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
@@ -135,60 +136,108 @@ export interface LockOptions {
 }
 
 /**
- * Runs fn holding `lockFile`. A lock whose pid is dead (its holder was killed) is removed and
- * taken; a live holder is waited for (asynchronously) up to timeoutMs. The lock is removed
+ * Runs fn holding `lockFile`. A lock whose holder is dead (killed) is broken and taken; a
+ * live holder (this process included: callers in one process take turns) is waited for by
+ * polling with timers, never by blocking the thread, up to timeoutMs. The lock is removed
  * when fn settles.
  */
 export async function withLockFile<T>(lockFile: string, fn: () => Promise<T> | T, opts: LockOptions = {}): Promise<T> {
-  await acquire(lockFile, opts);
+  const deadline = Date.now() + (opts.timeoutMs ?? 10_000);
+  for (;;) {
+    opts.signal?.throwIfAborted();
+    if (tryLockFile(lockFile)) break;
+    if (Date.now() >= deadline) {
+      const holder = readHolder(lockFile);
+      throw new LockHeldError(lockFile, typeof holder === 'number' ? holder : 0);
+    }
+    await sleep(opts.pollMs ?? 50, opts.signal);
+  }
   try {
     return await fn();
   } finally {
-    await fsp.rm(lockFile, { force: true });
-  }
-}
-
-async function acquire(lockFile: string, opts: LockOptions): Promise<void> {
-  const deadline = Date.now() + (opts.timeoutMs ?? 10_000);
-  await fsp.mkdir(path.dirname(lockFile), { recursive: true, mode: 0o700 });
-  // The pid goes in first, then the complete file is linked into place: link() fails with
-  // EEXIST when the lock exists, and a reader never sees an empty lock.
-  const tmp = tempPathBeside(lockFile);
-  await fsp.writeFile(tmp, String(process.pid), { mode: 0o600 });
-  try {
-    for (;;) {
-      opts.signal?.throwIfAborted();
-      try {
-        await fsp.link(tmp, lockFile);
-        return;
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      }
-      const holder = await lockHolder(lockFile);
-      if (holder === 'gone') continue;
-      if (holder === 'unreadable' || !pidAlive(holder)) {
-        // A dead holder's lock. (Two processes breaking it at the same moment could remove
-        // each other's fresh lock; the holder must have died first, and the window is the
-        // time between this read and this rm.)
-        await fsp.rm(lockFile, { force: true });
-        continue;
-      }
-      if (Date.now() >= deadline) throw new LockHeldError(lockFile, holder);
-      await sleep(opts.pollMs ?? 50, opts.signal);
-    }
-  } finally {
-    await fsp.rm(tmp, { force: true });
+    unlockFile(lockFile);
   }
 }
 
 /**
- * The pid in a lock file: 'gone' when it was just released, 'unreadable' when it holds no
- * pid (left half-written by an older version that created the file before writing it).
+ * One attempt to take `lockFile`, without waiting: true when taken (release it with
+ * unlockFile). The file holds the holder's pid; it is written to a temp file first and
+ * hard-linked to the lock's name, which fails if the lock exists, so a lock never appears
+ * empty. A lock whose holder is dead is broken: under `<lock>.break`, taken the same way,
+ * so two processes that both see the dead holder cannot both break it (the second would
+ * remove the first one's fresh lock). The calls are single quick syscalls, made
+ * synchronously; only waiting must never block, and that is the caller's (withLockFile
+ * polls with timers).
  */
-async function lockHolder(lockFile: string): Promise<number | 'gone' | 'unreadable'> {
+export function tryLockFile(lockFile: string): boolean {
+  fs.mkdirSync(path.dirname(lockFile), { recursive: true, mode: 0o700 });
+  if (linkLock(lockFile)) return true;
+  const holder = readHolder(lockFile);
+  if (holder === 'gone') return linkLock(lockFile);
+  if (!abandoned(lockFile, holder)) return false;
+  const breaker = `${lockFile}.break`;
+  if (!linkLock(breaker)) {
+    // A breaker killed in its few microseconds of work leaves this behind.
+    if (ageMs(breaker) > UNWRITTEN_GRACE_MS) fs.rmSync(breaker, { force: true });
+    return false;
+  }
+  try {
+    if (readHolder(lockFile) === holder) fs.rmSync(lockFile, { force: true });
+  } finally {
+    fs.rmSync(breaker, { force: true });
+  }
+  return linkLock(lockFile);
+}
+
+/** Releases a lock this process holds (never another's). */
+export function unlockFile(lockFile: string): void {
+  if (readHolder(lockFile) === process.pid) fs.rmSync(lockFile, { force: true });
+}
+
+/** Whether a live process (this one included) holds the lock. */
+export function lockFileHeld(lockFile: string): boolean {
+  const holder = readHolder(lockFile);
+  return holder !== 'gone' && !abandoned(lockFile, holder);
+}
+
+/**
+ * An empty or unreadable lock (written by an older version, which created the file before
+ * writing its pid) is given this long before it counts as abandoned; so is a `.break` file.
+ */
+const UNWRITTEN_GRACE_MS = 5000;
+
+function abandoned(lockFile: string, holder: number | 'unreadable'): boolean {
+  return holder === 'unreadable' ? ageMs(lockFile) > UNWRITTEN_GRACE_MS : !pidAlive(holder);
+}
+
+function ageMs(file: string): number {
+  try {
+    return Date.now() - fs.statSync(file).mtimeMs;
+  } catch {
+    return Infinity;
+  }
+}
+
+/** Links a complete file naming this process to `lockFile`: false when the lock exists. */
+function linkLock(lockFile: string): boolean {
+  const tmp = tempPathBeside(lockFile);
+  fs.writeFileSync(tmp, String(process.pid), { mode: 0o600 });
+  try {
+    fs.linkSync(tmp, lockFile);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw err;
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+}
+
+/** The pid in a lock file: 'gone' when there is none, 'unreadable' when it holds no pid. */
+function readHolder(lockFile: string): number | 'gone' | 'unreadable' {
   let text: string;
   try {
-    text = await fsp.readFile(lockFile, 'utf8');
+    text = fs.readFileSync(lockFile, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'gone';
     throw err;

@@ -38,6 +38,8 @@ export function yieldNow(): Promise<void> {
 
 /** Whether a process with this pid exists (EPERM: it exists, owned by another user). */
 export function pidAlive(pid: number): boolean {
+  // (kill() takes 0 and negative numbers as process groups: never a process.)
+  if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
     return true;

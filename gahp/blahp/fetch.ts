@@ -25,7 +25,9 @@ import {
   batchFile, batchFinished, doneFile, erroredRecord, fetchAttemptsFile, finalRecord, heldFile, jobSpecFile, leaseDue, liveBatches,
   type BatchRecord, type FinalRecord, type JobSpec, type StatusSnapshot,
 } from './records.js';
-import { readJson, sleep, tryLock, unlock, writeJsonAtomic } from './state.js';
+import { readJson, writeJsonAtomic } from './state.js';
+import { tryLockFile, unlockFile } from '../state-files.js';
+import { sleep } from '../util.js';
 
 const MAX_ATTEMPTS = 3;
 const CONCURRENCY = 4;
@@ -54,7 +56,7 @@ function jobsToFetch(ctx: BlahpContext, skip: Set<string>): FinishedJob[] {
 }
 
 export async function runFetcher(ctx: BlahpContext): Promise<number> {
-  if (!tryLock(ctx.cfg.paths.fetchLock)) return 0;
+  if (!tryLockFile(ctx.cfg.paths.fetchLock)) return 0;
   const started = Date.now();
   let fetched = 0;
   try {
@@ -82,7 +84,7 @@ export async function runFetcher(ctx: BlahpContext): Promise<number> {
     }
     await batchChores(ctx);
   } finally {
-    unlock(ctx.cfg.paths.fetchLock);
+    unlockFile(ctx.cfg.paths.fetchLock);
   }
   return fetched;
 }

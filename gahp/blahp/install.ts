@@ -81,8 +81,7 @@ export function install(dir: string, opts: { force?: boolean; node?: string; ent
     }
   }
   SCRIPT_ACTIONS.forEach((a, i) => {
-    writeFileAtomic(files[i]!, scriptText(a, node, entry));
-    fs.chmodSync(files[i]!, 0o755);
+    writeFileAtomic(files[i]!, scriptText(a, node, entry), 0o755);
   });
   return { written: files };
 }

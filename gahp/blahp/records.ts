@@ -11,7 +11,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { BlahpContext } from './context.js';
 import { jobName, type ParsedJobName } from './names.js';
-import { lockHeld, readJson } from './state.js';
+import { readJson } from './state.js';
+import { lockFileHeld } from '../state-files.js';
 import type { OutputSpec } from './submit-args.js';
 
 /** What the job needs later (status, outputs), kept since blahpd deletes its list files. */
@@ -120,7 +121,7 @@ export function erroredRecord(job: ParsedJobName, detail = ''): FinalRecord {
  * script's pipes, so nothing of ours may keep them open).
  */
 export function ensureFetcher(ctx: BlahpContext): void {
-  if (lockHeld(ctx.cfg.paths.fetchLock)) return;
+  if (lockFileHeld(ctx.cfg.paths.fetchLock)) return;
   const entry = process.argv[1];
   if (!entry) return;
   try {

@@ -18,7 +18,9 @@
 import type { BlahpContext } from './context.js';
 import { errorLine, statusLine, type AdValue } from './classad.js';
 import { jobNameFromId, type ParsedJobName } from './names.js';
-import { readJson, sleep, tryLock, unlock, writeJsonAtomic } from './state.js';
+import { readJson, writeJsonAtomic } from './state.js';
+import { tryLockFile, unlockFile } from '../state-files.js';
+import { sleep } from '../util.js';
 import { ensureFetcher, finalRecord, heldFile, type FinalRecord, type StatusSnapshot } from './records.js';
 
 /** After a failed refresh, calls answer from the old snapshot this long before trying again. */
@@ -119,7 +121,7 @@ async function snapshotFor(ctx: BlahpContext, batch: string): Promise<StatusSnap
   for (;;) {
     const snap = readSnapshot(ctx);
     if (usable(ctx, snap, batch)) return snap;
-    if (tryLock(ctx.cfg.paths.statusLock)) {
+    if (tryLockFile(ctx.cfg.paths.statusLock)) {
       try {
         // Someone may have refreshed between our read and our lock.
         const again = readSnapshot(ctx);
@@ -128,7 +130,7 @@ async function snapshotFor(ctx: BlahpContext, batch: string): Promise<StatusSnap
         const budget = Math.min(REFRESH_MAX_MS, Math.max(REFRESH_MIN_MS, start + SNAPSHOT_BUDGET_MS - Date.now()));
         return await refresh(ctx, again, batch, budget);
       } finally {
-        unlock(ctx.cfg.paths.statusLock);
+        unlockFile(ctx.cfg.paths.statusLock);
       }
     }
     if (Date.now() >= deadline) return snap;

@@ -32,7 +32,9 @@ import { abortJobsCommand } from '../commands/abort-jobs.js';
 import { submitCommand } from '../commands/submit.js';
 import type { BlahpContext } from './context.js';
 import { appProblem, jobName, newBatchName, newSubmitKey, type ParsedJobName } from './names.js';
-import { ensureDir, exists, pidAlive, readJson, sleep, tryLock, unlock, writeJsonAtomic } from './state.js';
+import { ensureDir, exists, readJson, writeJsonAtomic } from './state.js';
+import { tryLockFile, unlockFile } from '../state-files.js';
+import { pidAlive, sleep } from '../util.js';
 import { batchFile, cancelledFile, jobSpecFile, type BatchRecord, type Claim, type FinalRecord, type JobSpec } from './records.js';
 import { BlahpUsageError, inputPaths, outputSpecs, parseSubmitArgv, readListFile, show } from './submit-args.js';
 
@@ -163,11 +165,11 @@ async function waitForBatch(ctx: BlahpContext, spec: JobSpec): Promise<string> {
       if (rec?.state === 'submitted' || rec?.state === 'retired') return jobName(claim.batch, claim.n);
       if (rec?.state === 'failed') throw new Error(rec.error ?? 'the batch submission failed');
     }
-    if (tryLock(lock)) {
+    if (tryLockFile(lock)) {
       try {
         await leadGroup(ctx, spec.group, spec.app);
       } finally {
-        unlock(lock);
+        unlockFile(lock);
       }
       const c = readJson<Claim>(path.join(ctx.cfg.paths.claims, spec.key));
       if (!c && !exists(pendingFile(ctx, spec.group, spec.key))) throw new Error('the job vanished from the submit queue (state directory changed meanwhile?)');

@@ -6,6 +6,7 @@
  */
 import * as fsp from 'node:fs/promises';
 import type { Staging } from './staging.js';
+import { KeyedLock } from '../util.js';
 
 /** Stages the append; returns work to run after the staging commit (or undefined). */
 export async function stageStderrAppend(staging: Staging, dest: string, text: string | Buffer): Promise<(() => Promise<void>) | undefined> {
@@ -39,23 +40,12 @@ export async function stageStderrAppend(staging: Staging, dest: string, text: st
   return undefined;
 }
 
-const locks = new Map<string, Promise<void>>();
+const appending = new KeyedLock();
 
 /**
  * Runs fn while holding an in-process lock on a path: two fetches appending to the same
- * stderr file (copy, append, rename) must not interleave, or one append would be lost.
+ * stderr file must not interleave, or one append would be lost.
  */
-export async function withPathLock<T>(p: string, fn: () => Promise<T>): Promise<T> {
-  const prev = locks.get(p) ?? Promise.resolve();
-  let release!: () => void;
-  const mine = new Promise<void>((r) => { release = r; });
-  const chained = prev.then(() => mine);
-  locks.set(p, chained);
-  await prev;
-  try {
-    return await fn();
-  } finally {
-    release();
-    if (locks.get(p) === chained) locks.delete(p);
-  }
+export function withPathLock<T>(p: string, fn: () => Promise<T>): Promise<T> {
+  return appending.run(p, fn);
 }

@@ -6,7 +6,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { LockHeldError, replaceFile, replaceFileSync, withLockFile } from '../../gahp/state-files.js';
+import { LockHeldError, lockFileHeld, replaceFile, replaceFileSync, tryLockFile, unlockFile, withLockFile } from '../../gahp/state-files.js';
 
 let dir: string;
 beforeEach(() => {
@@ -143,4 +143,51 @@ describe('withLockFile', () => {
     expect(await Promise.all(runs)).toEqual([0, 0, 0, 0]);
     expect(fs.readFileSync(counter, 'utf8')).toBe('80');
   }, 60_000);
+});
+
+describe('tryLockFile / unlockFile / lockFileHeld', () => {
+  const deadPid = () => spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString();
+  const aged = (file: string) => fs.utimesSync(file, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+
+  test('taken once, not again until released; never releases another process\'s lock', () => {
+    const lock = path.join(dir, 'sub', 'lock');
+    expect(lockFileHeld(lock)).toBe(false);
+    expect(tryLockFile(lock)).toBe(true);
+    expect(fs.readFileSync(lock, 'utf8')).toBe(String(process.pid));
+    expect(lockFileHeld(lock)).toBe(true);
+    expect(tryLockFile(lock)).toBe(false);
+    unlockFile(lock);
+    expect(fs.existsSync(lock)).toBe(false);
+    fs.writeFileSync(lock, '1'); // init: alive, not ours
+    unlockFile(lock);
+    expect(fs.readFileSync(lock, 'utf8')).toBe('1');
+    expect(tryLockFile(lock)).toBe(false);
+    expect(fs.readdirSync(path.dirname(lock))).toEqual(['lock']);
+  });
+
+  test('a dead holder\'s lock is broken, but not while another process is breaking it', () => {
+    const lock = path.join(dir, 'lock');
+    fs.writeFileSync(lock, deadPid());
+    expect(lockFileHeld(lock)).toBe(false);
+    // Another breaker at work (its .break is fresh): leave it alone, try again later.
+    fs.writeFileSync(`${lock}.break`, '1');
+    expect(tryLockFile(lock)).toBe(false);
+    expect(fs.existsSync(`${lock}.break`)).toBe(true);
+    // A breaker killed mid-break: its file is removed once old, and the lock is then broken.
+    aged(`${lock}.break`);
+    expect(tryLockFile(lock)).toBe(false);
+    expect(fs.existsSync(`${lock}.break`)).toBe(false);
+    expect(tryLockFile(lock)).toBe(true);
+    expect(fs.readFileSync(lock, 'utf8')).toBe(String(process.pid));
+  });
+
+  test('an empty lock (an older version between creating and writing it) counts as held for a grace period', () => {
+    const lock = path.join(dir, 'lock');
+    fs.writeFileSync(lock, '');
+    expect(lockFileHeld(lock)).toBe(true);
+    expect(tryLockFile(lock)).toBe(false);
+    aged(lock);
+    expect(lockFileHeld(lock)).toBe(false);
+    expect(tryLockFile(lock)).toBe(true);
+  });
 });

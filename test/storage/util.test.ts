@@ -46,4 +46,6 @@ test('pidAlive: this process yes, a process that has exited no', () => {
   expect(pidAlive(process.pid)).toBe(true);
   const gone = Number(spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString());
   expect(pidAlive(gone)).toBe(false);
+  // kill(0) and kill(-n) address process groups, which exist: never a live pid.
+  for (const notPid of [0, -1, 1.5, NaN]) expect(pidAlive(notPid)).toBe(false);
 });
