@@ -1,12 +1,17 @@
 /**
- * The GAHP protocol server: the IO loop, the built-in protocol commands and the async
- * result queue. It knows lines, tokens, prefixes and request ids; what a BOINC_* command
- * does lives in the command modules it is given.
+ * The GAHP protocol server: the IO loop, the built-in protocol commands and the life of an
+ * async command, from its request line to its result. It knows lines, tokens, prefixes and
+ * request ids; what a BOINC_* command does lives in the command modules it is given. Its
+ * parts: request-ids.ts (which ids are taken), command-deadline.ts (the command timeout),
+ * result-queue.ts (results waiting for RESULTS, the `R`), line-writer.ts (output at the
+ * reader's pace), messages.ts (error texts).
  *
  * Invariants:
  * - every request line gets exactly one reply line, written whole, in request order;
  * - the reading loop never awaits anything: async work is queued and answered later
  *   through RESULTS, so VERSION is answered at once whatever is in flight;
+ * - output waits for a reader that is behind, and so does the reading of requests: a
+ *   client that stops reading costs a bounded amount of memory (readLines);
  * - once RESPONSE_PREFIX has been answered, every line printed carries the prefix;
  * - every token printed is escaped, and every message printed has passed the log's
  *   redaction (the authenticator never reaches stdout) and is cut to a bounded length.
@@ -16,6 +21,11 @@ import PQueue from 'p-queue';
 import { escapeToken, joinTokens, splitTokensExact } from './escape.js';
 import { DEFAULT_MAX_LINE_BYTES, LineFramer, type LineEvent } from './line-reader.js';
 import { ArgumentError, type AsyncCommand, type Command, type SyncCommand } from './commands.js';
+import { DEFAULT_MAX_MESSAGE_CHARS, checkResultTokens, clip, clipRedacted, cutMessage, errorText } from './messages.js';
+import { PendingRequestIds } from './request-ids.js';
+import { commandDeadline, type CommandDeadline } from './command-deadline.js';
+import { LineWriter } from './line-writer.js';
+import { ResultQueue } from './result-queue.js';
 import { Logger } from '../log.js';
 
 export interface GahpServerOptions {
@@ -51,46 +61,6 @@ export const PROTOCOL_COMMANDS = [
   'RESPONSE_PREFIX', 'RESULTS', 'VERSION',
 ] as const;
 
-/** A request id: a non-zero integer (HTCondor sends 1..990000000 and reads ours back with atoi). */
-const REQID = /^[+-]?[0-9]{1,18}$/;
-
-/** The identity of a request id for the "still pending" check: `007` and `7` are one id to the client. */
-function reqIdKey(reqId: string): string {
-  const negative = reqId.startsWith('-');
-  const digits = reqId.replace(/^[+-]/, '').replace(/^0+/, '');
-  return digits === '' ? '0' : (negative ? '-' : '') + digits;
-}
-
-export const DEFAULT_MAX_MESSAGE_CHARS = 4096;
-
-/**
- * Cuts a long message to at most `max` characters, keeping a little of its start and most
- * of its end: the gridmanager parses the end of some errors (`... no batch named <name>`),
- * and BOINC can return a megabyte of SQL as an error text.
- */
-export function cutMessage(message: string, max = DEFAULT_MAX_MESSAGE_CHARS): string {
-  if (message.length <= max) return message;
-  const marker = ` [...${message.length - max} characters cut...] `;
-  if (marker.length >= max) {
-    const cut = message.length - max;
-    return message.slice(isLowSurrogate(message.charCodeAt(cut)) ? cut + 1 : cut);
-  }
-  let head = Math.floor((max - marker.length) / 3);
-  let tail = max - marker.length - head;
-  // Never cut a surrogate pair in two (it would print as garbage).
-  if (isHighSurrogate(message.charCodeAt(head - 1))) head--;
-  if (isLowSurrogate(message.charCodeAt(message.length - tail))) tail--;
-  return message.slice(0, head) + marker + message.slice(message.length - tail);
-}
-
-function isHighSurrogate(c: number): boolean {
-  return c >= 0xd800 && c <= 0xdbff;
-}
-
-function isLowSurrogate(c: number): boolean {
-  return c >= 0xdc00 && c <= 0xdfff;
-}
-
 export class GahpServer {
   private readonly framer: LineFramer;
   private readonly log: Logger;
@@ -99,23 +69,23 @@ export class GahpServer {
   private readonly abort = new AbortController();
   private readonly shutdownHooks: Array<() => Promise<void> | void> = [];
   private readonly maxMessageChars: number;
+  private readonly out: LineWriter;
+  private readonly requestIds = new PendingRequestIds();
+  private readonly results = new ResultQueue(this.requestIds);
 
   private prefix = '';
   private asyncMode = false;
-  /** Result lines (escaped, unprefixed) waiting for RESULTS, in completion order. */
-  private results: Array<{ key: string; line: string }> = [];
-  /** Whether an `R` was printed since the last RESULTS. */
-  private notified = false;
-  /** Request ids (canonical keys) in flight or with an undelivered result. */
-  private readonly pending = new Set<string>();
+  /** Lines read but not yet handled because the output was busy (see readLines). */
+  private heldBack: LineEvent[] = [];
+  private inputPaused = false;
   private stopping = false;
-  private exited = false;
 
   constructor(private readonly opts: GahpServerOptions) {
     this.framer = new LineFramer(opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES);
     this.log = opts.log ?? Logger.silent();
     this.queue = new PQueue({ concurrency: opts.concurrency ?? 32 });
     this.maxMessageChars = opts.maxMessageChars ?? DEFAULT_MAX_MESSAGE_CHARS;
+    this.out = new LineWriter(opts.output, this.log, () => this.readLines([]));
     // Every in-flight handler may listen for the abort: hundreds are normal, not a leak.
     setMaxListeners(0, this.abort.signal);
     for (const c of opts.commands) {
@@ -127,20 +97,19 @@ export class GahpServer {
 
   /** Prints the banner and starts reading requests. */
   start(): void {
-    this.writeRaw(this.opts.banner + '\n');
-    this.log.debug(`> ${this.opts.banner}`);
+    this.out.write([this.opts.banner], '');
     const input = this.opts.input;
     input.on('data', (chunk: Buffer | string) => {
       if (this.stopping) return;
-      const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-      for (const ev of this.framer.push(buf)) {
-        if (this.stopping) return;
-        this.handleEvent(ev);
-      }
+      this.readLines(this.framer.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
     });
     input.on('end', () => {
       if (this.stopping) return;
-      for (const ev of this.framer.end()) this.handleEvent(ev);
+      // EOF means QUIT: every line read before it is answered now, even if the client is
+      // slow to read (shutdown then waits a bounded time for the output to go).
+      const lines = this.heldBack.concat(this.framer.end());
+      this.heldBack = [];
+      for (const ev of lines) if (!this.stopping) this.handleEvent(ev);
       if (this.stopping) return;
       this.log.info('stdin closed: shutting down');
       void this.shutdown();
@@ -151,7 +120,7 @@ export class GahpServer {
     });
     this.opts.output.on('error', (err: Error) => {
       // The gridmanager went away (EPIPE): nobody can read our results any more.
-      this.exited = true;
+      this.out.close();
       this.log.error(`stdout error: ${err.message}`);
       void this.shutdown();
     });
@@ -165,6 +134,32 @@ export class GahpServer {
   /** The signal handed to command handlers; aborted on QUIT/EOF. */
   get signal(): AbortSignal {
     return this.abort.signal;
+  }
+
+  /**
+   * Handles the lines read, in order, while the output keeps up. A client that does not read
+   * our replies gets no more of them: once the output is busy, the lines left wait (at most
+   * one chunk of input) and stdin is paused until the output drains, so nothing piles up
+   * here, neither replies nor new work. The gridmanager reads every reply right after its
+   * request and a RESULTS reply whole, so it never waits on us for this.
+   */
+  private readLines(events: LineEvent[]): void {
+    const lines = this.heldBack.length > 0 ? this.heldBack.concat(events) : events;
+    this.heldBack = [];
+    for (let i = 0; i < lines.length; i++) {
+      if (this.stopping) return;
+      if (this.out.busy) {
+        this.heldBack = lines.slice(i);
+        break;
+      }
+      this.handleEvent(lines[i]!);
+    }
+    const pause = this.heldBack.length > 0 || this.out.busy;
+    if (pause !== this.inputPaused && !this.stopping) {
+      this.inputPaused = pause;
+      if (pause) this.opts.input.pause();
+      else this.opts.input.resume();
+    }
   }
 
   private handleEvent(ev: LineEvent): void {
@@ -224,7 +219,7 @@ export class GahpServer {
       }
       case 'VERSION':
         // The banner as printed at start-up, after `S ` (the client reads it the same way).
-        this.writeLines(['S ' + this.opts.banner]);
+        this.out.write(['S ' + this.opts.banner], this.prefix);
         return;
       case 'CONDOR_VERSION':
         // The client wants exactly two tokens back: S and our version string (escaped).
@@ -245,30 +240,16 @@ export class GahpServer {
         return;
       }
       case 'ASYNC_MODE_ON':
-        if (args.length !== 0) return this.replyError('ASYNC_MODE_ON takes no arguments');
-        this.asyncMode = true;
+      case 'ASYNC_MODE_OFF':
+        if (args.length !== 0) return this.replyError(`${word} takes no arguments`);
+        this.asyncMode = word === 'ASYNC_MODE_ON';
         this.reply(['S']);
         this.notifyIfNeeded();
         return;
-      case 'ASYNC_MODE_OFF':
-        if (args.length !== 0) return this.replyError('ASYNC_MODE_OFF takes no arguments');
-        this.asyncMode = false;
-        this.reply(['S']);
-        return;
-      case 'RESULTS': {
+      case 'RESULTS':
         if (args.length !== 0) return this.replyError('RESULTS takes no arguments');
-        const delivered = this.results;
-        this.results = [];
-        this.notified = false;
-        const lines = new Array<string>(delivered.length + 1);
-        lines[0] = `S ${delivered.length}`;
-        for (let i = 0; i < delivered.length; i++) {
-          this.pending.delete(delivered[i]!.key);
-          lines[i + 1] = delivered[i]!.line;
-        }
-        this.writeLines(lines);
+        this.out.write(this.results.deliver(), this.prefix);
         return;
-      }
       case 'QUIT':
         this.reply(['S']);
         this.log.info('QUIT: shutting down');
@@ -289,13 +270,11 @@ export class GahpServer {
 
   private startAsync(command: AsyncCommand, args: string[]): void {
     const reqId = args[0];
-    if (reqId === undefined || !REQID.test(reqId) || reqIdKey(reqId) === '0') {
-      this.replyError(`${command.name}: the first argument must be a non-zero integer request id; usage: ${command.name} ${command.usage}`);
-      return;
-    }
-    const key = reqIdKey(reqId);
-    if (this.pending.has(key)) {
-      this.replyError(`request id ${reqId} is still pending`);
+    const id = this.requestIds.check(reqId);
+    if ('refused' in id) {
+      this.replyError(id.refused === 'pending'
+        ? `request id ${reqId} is still pending`
+        : `${command.name}: the first argument must be a non-zero integer request id; usage: ${command.name} ${command.usage}`);
       return;
     }
     let request: unknown;
@@ -307,86 +286,46 @@ export class GahpServer {
       this.replyError(`${command.name}: ${msg}; usage: ${command.name} ${command.usage}`);
       return;
     }
-    this.pending.add(key);
+    this.requestIds.add(id.key);
     this.reply(['S']);
-    const deadline = this.deadline();
-    const ctx = { signal: deadline?.signal ?? this.abort.signal, reqId, log: this.log };
-    void this.queue.add(async () => {
-      let tokens: string[];
-      try {
-        if (this.abort.signal.aborted) return;
-        if (deadline?.expired) throw new Error(`${deadline.reason} before the command could start`);
-        const work = command.run(request, ctx);
-        if (deadline) work.catch(() => undefined); // may be abandoned below
-        tokens = checkResultTokens(await (deadline ? Promise.race([work, deadline.abandon]) : work));
-      } catch (err) {
-        let text = errorText(err);
-        if (deadline?.expired && !this.abort.signal.aborted && !text.includes(deadline.reason)) text = `${deadline.reason}: ${text}`;
-        text = this.safeMessage(text);
-        tokens = [text];
-        this.log.debug(`${command.name} ${reqId} failed: ${text}`);
-      } finally {
-        deadline?.dispose();
-      }
-      this.queueResult(key, reqId, tokens);
-    }).catch((err) => this.log.error(`queue failure: ${errorText(err)}`))
+    // The timeout counts from now, the wait for a turn included (the client's call timeout does).
+    const deadline = commandDeadline(this.opts.commandTimeoutMs, this.opts.commandTimeoutGraceMs ?? 2000, this.abort.signal);
+    void this.queue.add(() => this.runAsync(command, request, reqId!, id.key, deadline))
+      .catch((err) => this.log.error(`queue failure: ${errorText(err)}`))
       .finally(() => deadline?.dispose());
   }
 
-  /**
-   * The command timeout of one command (none when not configured): a signal aborted when
-   * the timeout passes or the GAHP shuts down, and a promise that rejects a grace period
-   * after the timeout, for a handler that does not stop.
-   */
-  private deadline(): { signal: AbortSignal; readonly expired: boolean; reason: string; abandon: Promise<never>; dispose(): void } | undefined {
-    const ms = this.opts.commandTimeoutMs;
-    if (!ms || ms <= 0) return undefined;
-    const reason = `the command timeout of ${+(ms / 1000).toFixed(3)} s passed`;
-    const ctl = new AbortController();
-    setMaxListeners(0, ctl.signal);
-    let expired = false;
-    let graceTimer: NodeJS.Timeout | undefined;
-    let giveUp: (err: Error) => void = () => undefined;
-    const abandon = new Promise<never>((_, reject) => { giveUp = reject; });
-    abandon.catch(() => undefined);
-    const timer = setTimeout(() => {
-      expired = true;
-      ctl.abort(new Error(reason));
-      graceTimer = setTimeout(() => giveUp(new Error(`${reason}; the command did not stop, its result is dropped`)), this.opts.commandTimeoutGraceMs ?? 2000);
-      graceTimer.unref();
-    }, ms);
-    timer.unref();
-    const dispose = () => {
-      clearTimeout(timer);
-      clearTimeout(graceTimer);
-      this.abort.signal.removeEventListener('abort', onStop);
-    };
-    const onStop = () => {
-      dispose();
-      ctl.abort(this.abort.signal.reason);
-    };
-    if (this.abort.signal.aborted) onStop();
-    else this.abort.signal.addEventListener('abort', onStop, { once: true });
-    return { signal: ctl.signal, get expired() { return expired; }, reason, abandon, dispose };
-  }
-
-  private queueResult(key: string, reqId: string, tokens: string[]): void {
+  /** Runs an accepted command when its turn comes, and queues its result (or error) line. */
+  private async runAsync(command: AsyncCommand, request: unknown, reqId: string, key: string, deadline: CommandDeadline | undefined): Promise<void> {
+    if (this.abort.signal.aborted) return;
+    let tokens: string[];
+    try {
+      if (deadline?.expired) throw new Error(`${deadline.reason} before the command could start`);
+      const work = command.run(request, { signal: deadline?.signal ?? this.abort.signal, reqId, log: this.log });
+      if (deadline) work.catch(() => undefined); // may be abandoned below
+      tokens = checkResultTokens(await (deadline ? Promise.race([work, deadline.abandon]) : work));
+    } catch (err) {
+      let text = errorText(err);
+      if (deadline?.expired && !this.abort.signal.aborted && !text.includes(deadline.reason)) text = `${deadline.reason}: ${text}`;
+      text = this.safeMessage(text);
+      tokens = [text];
+      this.log.debug(`${command.name} ${reqId} failed: ${text}`);
+    } finally {
+      deadline?.dispose();
+    }
     if (this.stopping) return;
-    this.results.push({ key, line: reqId + ' ' + joinTokens(tokens) });
+    this.results.push(key, reqId, tokens);
     this.notifyIfNeeded();
   }
 
   private notifyIfNeeded(): void {
-    if (this.asyncMode && !this.notified && this.results.length > 0) {
-      this.notified = true;
-      this.writeLines(['R']);
-    }
+    if (this.results.notificationDue(this.asyncMode)) this.out.write(['R'], this.prefix);
   }
 
   /** One reply line from tokens: the first (S/E) as is, the rest escaped. */
   private reply(tokens: string[]): void {
     const [head, ...rest] = tokens;
-    this.writeLines([rest.length ? head + ' ' + joinTokens(rest) : head!]);
+    this.out.write([rest.length ? head + ' ' + joinTokens(rest) : head!], this.prefix);
   }
 
   /** `E <message>`: the client only looks at the first character; the message is one escaped token. */
@@ -400,25 +339,6 @@ export class GahpServer {
     return text.length > 0 ? text : 'unknown error';
   }
 
-  private writeLines(lines: string[]): void {
-    if (this.exited) return;
-    let text = '';
-    for (const l of lines) text += this.prefix + l + '\n';
-    this.writeRaw(text);
-    if (this.log.enabled) {
-      for (const l of lines.length > 20 ? lines.slice(0, 20) : lines) this.log.debug(`> ${this.prefix}${this.clipRedacted(l)}`);
-      if (lines.length > 20) this.log.debug(`> [${lines.length - 20} more lines]`);
-    }
-  }
-
-  private writeRaw(text: string): void {
-    try {
-      this.opts.output.write(text);
-    } catch (err) {
-      this.log.error(`write failed: ${(err as Error).message}`);
-    }
-  }
-
   private logInbound(line: string, tokens: string[], command: Command | undefined): void {
     if (!this.log.enabled) return;
     const secret = command?.secretArgs;
@@ -429,16 +349,8 @@ export class GahpServer {
       const shown = tokens.map((t, i) => (i - 1 >= first || secret.includes(i - 1) ? '***' : t));
       this.log.debug(`< ${clip(joinTokens(shown))}`);
     } else {
-      this.log.debug(`< ${this.clipRedacted(line)}`);
+      this.log.debug(`< ${clipRedacted(this.log, line)}`);
     }
-  }
-
-  /**
-   * A line cut for the log, redacted before it is cut (so a cut never leaves half a
-   * secret) but without scanning all of a multi-MiB line.
-   */
-  private clipRedacted(line: string): string {
-    return clip(this.log.redact(line.length > 8192 ? line.slice(0, 8192) : line), line.length);
   }
 
   /** Stops reading, aborts in-flight work, waits a little for it, then exits. */
@@ -446,11 +358,11 @@ export class GahpServer {
     if (this.stopping) return;
     this.stopping = true;
     this.opts.input.removeAllListeners('data');
+    this.heldBack = [];
     this.queue.clear();
     this.abort.abort();
-    const grace = this.opts.shutdownGraceMs ?? 3000;
     let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<void>((resolve) => { timer = setTimeout(resolve, grace); });
+    const deadline = new Promise<void>((resolve) => { timer = setTimeout(resolve, this.opts.shutdownGraceMs ?? 3000); });
     try {
       await Promise.race([this.queue.onIdle(), deadline]);
       for (const hook of this.shutdownHooks) {
@@ -462,55 +374,12 @@ export class GahpServer {
       }
       // Let the last reply reach the pipe before we go (bounded: a client that stopped
       // reading must not keep us alive).
-      await Promise.race([
-        new Promise<void>((resolve) => {
-          try {
-            if (this.exited) resolve();
-            else this.opts.output.write('', () => resolve());
-          } catch {
-            resolve();
-          }
-        }),
-        deadline,
-      ]);
+      await Promise.race([this.out.flushed(), deadline]);
       await Promise.race([this.log.flush(), deadline]);
     } finally {
       clearTimeout(timer);
     }
-    this.exited = true;
+    this.out.close();
     this.opts.onExit?.(code);
   }
-}
-
-/**
- * A handler's result must be a non-empty list of non-empty strings: an empty token cannot
- * be printed (it would vanish and shift every later token), so such a result is a bug,
- * reported as an error result of one token, which the client takes as a failure.
- */
-function checkResultTokens(tokens: unknown): string[] {
-  if (!Array.isArray(tokens)) throw new Error('internal error: the command returned no result tokens');
-  if (tokens.length === 0) return ['NULL'];
-  for (const t of tokens) {
-    if (typeof t !== 'string' || t.length === 0) throw new Error('internal error: the command returned an empty or non-text result token');
-  }
-  return tokens as string[];
-}
-
-/**
- * A human-readable message as one line: CR/LF would be escaped correctly, but they make
- * logs and line-oriented readers of the protocol harder to follow, so they become spaces.
- */
-function errorText(err: unknown): string {
-  let raw: string;
-  try {
-    raw = err instanceof Error ? err.message : String(err);
-  } catch {
-    raw = 'unprintable error';
-  }
-  const text = String(raw).replace(/[\r\n\t]+/g, ' ').trim();
-  return text.length > 0 ? text : 'unknown error';
-}
-
-function clip(line: string, fullLength = line.length): string {
-  return line.length > 2000 ? line.slice(0, 2000) + `...[${fullLength} chars]` : line;
 }

@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { InProcessGahp, TEST_BANNER, failCommand, secretCommand, sleepCommand, waitCommand } from '../support/in-process-gahp.js';
-import { cutMessage } from '../../gahp/protocol/server.js';
+import { cutMessage } from '../../gahp/protocol/messages.js';
 import { splitTokens } from '../../gahp/protocol/escape.js';
 import type { AsyncCommand } from '../../gahp/protocol/commands.js';
 
