@@ -35,6 +35,14 @@ import type {
 import { multipartLength } from './http.js';
 
 const SUBMIT = 'submit_rpc_handler.php';
+
+/**
+ * The longest reply read by default. The largest legitimate one measured, query_batch2 of
+ * 100 batches x 1,000 jobs (test/commands/query-big.test.ts), is 14.7 MB; a query_batch with
+ * job details of a 100,000-job batch is of the same order. 256 MiB leaves ample room and stays
+ * well below what node can decode into one string (about 512 MiB).
+ */
+export const DEFAULT_MAX_REPLY_BYTES = 256 * 1024 * 1024;
 const JOB_FILE = 'job_file.php';
 
 export class BoincClient implements BoincRpc {
@@ -50,6 +58,7 @@ export class BoincClient implements BoincRpc {
       retries: opts.retries ?? 4,
       retryBaseMs: opts.retryBaseMs ?? 250,
       concurrency: opts.concurrency ?? 8,
+      maxReplyBytes: opts.maxReplyBytes ?? DEFAULT_MAX_REPLY_BYTES,
       authenticator: opts.authenticator,
       log: opts.log,
     });
@@ -115,14 +124,13 @@ export class BoincClient implements BoincRpc {
   }
 
   async createBatch(req: CreateBatchRequest): Promise<number> {
-    // BOINC's C++ client puts the fields inside <batch>; the PHP handler reads the batch and
-    // app names there but expire_time at the top level: send expire_time in both places.
     return this.call(
       'create_batch',
       SUBMIT,
       () =>
-        // Current handlers read the names and expire_time at the top level; older ones
-        // (and BOINC's C++ client) put them inside <batch>. Sending both works with either.
+        // Current handlers read the names and expire_time at the top level, where BOINC's
+        // C++ client (remote_submit.cpp) sends them (docs/boinc-server.md); older handlers
+        // read the names inside <batch>. Sending both works with either.
         this.req('create_batch')
           .el('batch_name', req.batchName)
           .el('app_name', req.appName)

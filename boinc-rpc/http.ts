@@ -40,6 +40,17 @@ export class HttpFailure extends Error {
   }
 }
 
+/**
+ * A reply body longer than the caller's limit (or announced so by its Content-Length): it is
+ * not read further and its connection is destroyed, never reused.
+ */
+export class ReplyTooLarge extends Error {
+  override name = 'ReplyTooLarge';
+  constructor(readonly limit: number, readonly status: number) {
+    super(`reply larger than ${limit} bytes, not read (the client's maxReplyBytes)`);
+  }
+}
+
 /** A file part whose content differed in size from what it was announced with. */
 export class FileChangedError extends Error {
   override name = 'FileChangedError';
@@ -191,12 +202,11 @@ function watchConnect(req: http.ClientRequest, phase: { connected: boolean }): v
 }
 
 const asFailure = (err: unknown): Error => {
-  if (err instanceof HttpTimeout || err instanceof HttpFailure || err instanceof FileChangedError) return err;
+  if (err instanceof HttpTimeout || err instanceof HttpFailure || err instanceof FileChangedError || err instanceof ReplyTooLarge) return err;
   const e = err as NodeJS.ErrnoException;
   return new HttpFailure(e?.code, e?.message ?? String(err));
 };
 
-/** POSTs the multipart body; resolves with the whole reply (any status). */
 /** The multipart framing around the request field and each file part (boundary of 39 characters). */
 function multipartFraming(boundary: string, request: string, files: ReadonlyArray<{ name: string }>): { head: Buffer; partHeads: Buffer[]; tail: Buffer } {
   const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="request"\r\n\r\n${request}\r\n`, 'utf8');
@@ -221,11 +231,15 @@ export function multipartLength(request: string, files: ReadonlyArray<{ name: st
   return length;
 }
 
+/**
+ * POSTs the multipart body; resolves with the whole reply (any status). A reply longer than
+ * `maxReplyBytes` fails with ReplyTooLarge as soon as that is known.
+ */
 export async function postMultipart(
   urlText: string,
   request: string,
   files: readonly FilePart[],
-  opts: { agents: Agents; timeouts: Timeouts; userAgent: string; signal?: AbortSignal },
+  opts: { agents: Agents; timeouts: Timeouts; userAgent: string; maxReplyBytes: number; signal?: AbortSignal },
 ): Promise<PostReply> {
   const { url, target } = await resolveTarget(urlText, opts.agents);
   return new Promise<PostReply>((resolve, reject) => {
@@ -258,7 +272,20 @@ export async function postMultipart(
     req.on('response', (res) => {
       phase.responded = true;
       const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
+      let length = 0;
+      const tooLarge = () => {
+        fail(new ReplyTooLarge(opts.maxReplyBytes, res.statusCode ?? 0));
+        res.destroy();
+      };
+      if (Number(res.headers['content-length']) > opts.maxReplyBytes) {
+        tooLarge();
+        return;
+      }
+      res.on('data', (c: Buffer) => {
+        length += c.length;
+        if (length > opts.maxReplyBytes) tooLarge();
+        else chunks.push(c);
+      });
       res.on('error', (err) => finish(err));
       res.on('aborted', () => finish(new HttpFailure('ECONNRESET', 'the connection closed before the reply was complete')));
       res.on('end', () => {

@@ -17,15 +17,17 @@ import * as fsp from 'node:fs/promises';
 import type * as http from 'node:http';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { BoincRpcError } from './errors.js';
-import { decodeServerText, xmlEscape } from './xml.js';
+import { xmlEscape } from './xml.js';
+import { ErrorBodyCheck, ErrorBodyFound, MAX_REDIRECTS, REDIRECTS, readSome, redirectTarget, stripTags } from './download-body.js';
 import { Retries, sleep, type RetryPolicy } from './retry.js';
-import { Agents, FileChangedError, HttpFailure, HttpTimeout, getStream, postMultipart, type FilePart } from './http.js';
+import { Agents, FileChangedError, HttpFailure, HttpTimeout, ReplyTooLarge, getStream, postMultipart, type FilePart } from './http.js';
 
 export interface TransportOptions {
   timeoutMs: number;
+  /** Longest RPC reply read (downloads streamed to files are not limited). */
+  maxReplyBytes: number;
   retries: number;
   retryBaseMs: number;
   concurrency: number;
@@ -59,74 +61,6 @@ class AbortedWhileQueued extends Error {}
 /** Codes of failures that happen before the request could reach the server. */
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ERR_INVALID_URL']);
 
-/** Passes a download through unless it starts with `ERROR: ` (get_output.php's HTTP-200 errors). */
-class ErrorBodyCheck extends Transform {
-  private head: Buffer[] = [];
-  private headLen = 0;
-  private decided: 'pass' | 'error' | undefined;
-  private errorText: Buffer[] = [];
-  private errorLen = 0;
-  bytes = 0;
-
-  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
-    if (this.decided === 'pass') {
-      this.bytes += chunk.length;
-      cb(null, chunk);
-      return;
-    }
-    if (this.decided === 'error') {
-      this.keepError(chunk);
-      cb();
-      return;
-    }
-    this.head.push(chunk);
-    this.headLen += chunk.length;
-    if (this.headLen >= 7) this.decide();
-    cb();
-  }
-
-  private keepError(chunk: Buffer): void {
-    if (this.errorLen < 1024 * 1024) {
-      this.errorText.push(chunk);
-      this.errorLen += chunk.length;
-    }
-  }
-
-  private decide(): void {
-    const all = Buffer.concat(this.head);
-    this.head = [];
-    if (all.subarray(0, 7).toString('latin1') === 'ERROR: ') {
-      this.decided = 'error';
-      this.keepError(all);
-    } else {
-      this.decided = 'pass';
-      this.bytes += all.length;
-      this.push(all);
-    }
-  }
-
-  override _flush(cb: TransformCallback): void {
-    if (this.decided === undefined) {
-      // Shorter than 7 bytes: only a bare `ERROR:` counts.
-      const all = Buffer.concat(this.head);
-      if (all.toString('latin1').trimEnd() === 'ERROR:') {
-        this.decided = 'error';
-        this.keepError(all);
-      } else {
-        this.bytes += all.length;
-        if (all.length) this.push(all);
-        this.decided = 'pass';
-      }
-    }
-    if (this.decided === 'error') {
-      cb(new ErrorBodyFound(decodeServerText(Buffer.concat(this.errorText)).trim()));
-      return;
-    }
-    cb();
-  }
-}
-
-class ErrorBodyFound extends Error {}
 
 export class Transport {
   private readonly agents = new Agents();
@@ -188,6 +122,10 @@ export class Transport {
   private transportError(rpc: string, err: unknown): BoincRpcError {
     if (err instanceof BoincRpcError) return err;
     if (err instanceof FileChangedError) return new BoincRpcError(rpc, 'local', this.redact(err.message));
+    if (err instanceof ReplyTooLarge) {
+      // The request was answered: it may have taken effect. Not retried (kind 'protocol').
+      return new BoincRpcError(rpc, 'protocol', err.message, { code: 'reply-too-large', uncertain: true, httpStatus: err.status });
+    }
     const e = err as { code?: string; message?: string };
     const code = e?.code;
     const timeout = err instanceof HttpTimeout;
@@ -240,33 +178,47 @@ export class Transport {
   }
 
   /**
-   * POSTs `request` (one multipart field `request`, plus file parts) to projectUrl+script.
+   * The retry loop of every call: attempts run in the concurrency queue until one succeeds,
+   * the failure is not `retryable`, or the call's Retries allow no other. The signal stops
+   * it wherever it is; `uncertainWhenAborted`: an attempt under way may have taken effect.
+   * An attempt that received data (`progress.bytes`) was no hang: the budget starts again
+   * (a long download cut near its end is retried; the attempts are still bounded).
    */
-  async post(rpc: string, url: string, request: string, opts: PostOptions): Promise<void> {
-    const { signal } = opts;
+  private async repeat<T>(
+    rpc: string,
+    signal: AbortSignal | undefined,
+    uncertainWhenAborted: boolean,
+    retryable: (e: BoincRpcError) => boolean,
+    attempt: (progress: { bytes: number }) => Promise<T>,
+  ): Promise<T> {
     const retries = this.retries();
     for (;;) {
       if (signal?.aborted) throw this.abortedError(rpc, signal, false);
       let started = false;
+      const progress = { bytes: 0 };
       try {
-        await this.inQueue(() => {
+        // inQueue, not p-queue's own signal: that would reject at once while a running
+        // download still cleans up its temp file.
+        return await this.inQueue(() => {
           started = true;
           retries.started();
-          return this.postOnce(rpc, url, request, opts);
+          return attempt(progress);
         }, signal);
-        return;
       } catch (err) {
-        if (signal?.aborted) throw this.abortedError(rpc, signal, started);
+        if (signal?.aborted) throw this.abortedError(rpc, signal, started && uncertainWhenAborted);
         const e = err instanceof BoincRpcError ? err : this.transportError(rpc, err);
+        if (progress.bytes > 0) retries.restart();
         const delay = retries.next(e);
-        if (delay !== undefined && !this.closed && this.isRetryable(e, opts.idempotent)) {
-          this.log(`boinc-rpc ${rpc}: ${e.message}; retry ${retries.failed}/${retries.policy.maxAttempts - 1} in ${delay} ms`);
-          await sleep(delay, signal);
-          continue;
-        }
-        throw this.redactError(e);
+        if (delay === undefined || this.closed || !retryable(e)) throw this.redactError(e);
+        this.log(`boinc-rpc ${rpc}: ${e.message}; retry ${retries.failed}/${retries.policy.maxAttempts - 1} in ${delay} ms`);
+        await sleep(delay, signal);
       }
     }
+  }
+
+  /** POSTs `request` (one multipart field `request`, plus file parts) to projectUrl+script. */
+  post(rpc: string, url: string, request: string, opts: PostOptions): Promise<void> {
+    return this.repeat(rpc, opts.signal, true, (e) => this.isRetryable(e, opts.idempotent), () => this.postOnce(rpc, url, request, opts));
   }
 
   /** The file parts of an upload, each stat'ed now (its size goes into the body's length). */
@@ -296,6 +248,7 @@ export class Transport {
         // Uploads may take long: there the timeout is for inactivity and for the answer.
         timeouts: opts.files ? { idle: this.opts.timeoutMs } : { total: this.opts.timeoutMs },
         userAgent: USER_AGENT,
+        maxReplyBytes: this.opts.maxReplyBytes,
         ...(opts.signal ? { signal: opts.signal } : {}),
       });
     } catch (err) {
@@ -323,35 +276,11 @@ export class Transport {
 
   /**
    * GETs url into destPath: streamed to a temporary file beside it, renamed into place when
-   * complete. A non-2xx status or a body starting `ERROR: ` leaves nothing behind.
+   * complete. A non-2xx status or a body starting `ERROR: ` leaves nothing behind. Only
+   * transport failures are retried.
    */
-  async download(rpc: string, url: string, destPath: string, signal?: AbortSignal): Promise<{ bytes: number }> {
-    const retries = this.retries();
-    for (;;) {
-      if (signal?.aborted) throw this.abortedError(rpc, signal, false);
-      const progress = { bytes: 0 };
-      try {
-        // inQueue, not p-queue's own signal: that would reject at once while a running
-        // download still cleans up its temp file.
-        return await this.inQueue(() => {
-          retries.started();
-          return this.downloadOnce(rpc, url, destPath, signal, progress);
-        }, signal);
-      } catch (err) {
-        if (signal?.aborted) throw this.abortedError(rpc, signal, false);
-        const e = err instanceof BoincRpcError ? err : this.transportError(rpc, err);
-        // An attempt that received data was no hang: the budget starts again (a long
-        // download cut near its end is retried; `retries` still bounds the attempts).
-        if (progress.bytes > 0) retries.restart();
-        const delay = retries.next(e);
-        if (delay !== undefined && !this.closed && e.kind === 'transport') {
-          this.log(`boinc-rpc ${rpc}: ${e.message}; retry ${retries.failed}/${retries.policy.maxAttempts - 1} in ${delay} ms`);
-          await sleep(delay, signal);
-          continue;
-        }
-        throw this.redactError(e);
-      }
-    }
+  download(rpc: string, url: string, destPath: string, signal?: AbortSignal): Promise<{ bytes: number }> {
+    return this.repeat(rpc, signal, false, (e) => e.kind === 'transport', (progress) => this.downloadOnce(rpc, url, destPath, signal, progress));
   }
 
   private async downloadOnce(rpc: string, url: string, destPath: string, signal: AbortSignal | undefined, progress: { bytes: number }): Promise<{ bytes: number }> {
@@ -437,34 +366,4 @@ export class Transport {
     this.closed = true;
     this.agents.destroy();
   }
-}
-
-/** Redirect statuses a download follows (within its origin), and how many in a row. */
-const REDIRECTS = new Set([301, 302, 303, 307, 308]);
-const MAX_REDIRECTS = 10;
-
-/** Where a redirect points (Location resolved against the URL it answered), if anywhere valid. */
-function redirectTarget(location: string | undefined, from: string): URL | undefined {
-  if (!location) return undefined;
-  try {
-    return new URL(location, from);
-  } catch {
-    return undefined;
-  }
-}
-
-function stripTags(s: string): string {
-  return s.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim().slice(0, 2000);
-}
-
-async function readSome(stream: NodeJS.ReadableStream, max: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let n = 0;
-  for await (const chunk of stream as AsyncIterable<Buffer>) {
-    if (n < max) {
-      chunks.push(chunk);
-      n += chunk.length;
-    }
-  }
-  return decodeServerText(Buffer.concat(chunks).subarray(0, max));
 }

@@ -24,6 +24,12 @@ export interface BoincClientOptions {
   retryBaseMs?: number;
   /** How many HTTP calls may be in flight at once to this project (default 8). */
   concurrency?: number;
+  /**
+   * Longest RPC reply read into memory, in bytes (default DEFAULT_MAX_REPLY_BYTES, 256 MiB);
+   * a longer one fails the call with a 'protocol' BoincRpcError, code 'reply-too-large', and
+   * its connection is discarded. Output files (get_output) are streamed to disk, not limited.
+   */
+  maxReplyBytes?: number;
   /** Optional debug sink for one line per call (already redacted). */
   log?: (line: string) => void;
 }
