@@ -1,8 +1,8 @@
 /**
  * The one retry policy and the one abortable sleep of every loop that repeats a call: the
- * RPC client's (transport.ts), staging's (gahp/staging/upload.ts) and BOINC_SUBMIT's
- * (gahp/commands/submit.ts); gahp/util.ts re-exports `sleep` for the rest of the GAHP. It
- * lives here because boinc-rpc imports nothing from gahp/.
+ * RPC client's (transport.ts), staging's (gahp/staging/file-calls.ts) and BOINC_SUBMIT's
+ * batch calls (gahp/staging/batch-calls.ts); gahp/util.ts re-exports `sleep` for the rest of
+ * the GAHP. It lives here because boinc-rpc imports nothing from gahp/.
  *
  * A loop keeps its own idea of what is worth repeating; the policy says how long to wait and
  * when to stop: exponential backoff (optionally jittered, so many callers do not retry in

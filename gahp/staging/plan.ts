@@ -1,4 +1,4 @@
-/** Physical names and request sizing helpers for staging (upload groups: upload.ts). */
+/** Physical names and request sizing helpers for staging (upload groups: upload.ts, UploadGrouper). */
 
 /** BOINC physical name of a file with this MD5 (content-addressed: immutable on the server). */
 export function physName(md5: string): string {

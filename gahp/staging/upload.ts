@@ -32,23 +32,17 @@
  *   included; an aborted upload is uncertain, which a repeated BOINC_SUBMIT recovers from.
  * - Before a file is uploaded its identity (dev, ino, size, mtime, ctime) is checked against the
  *   one that was hashed: a file changed since is never uploaded under a stale name.
+ *
+ * The calls themselves are in file-calls.ts; this module runs the pipeline: names are
+ * queried as they are added (each once), absent files are grouped to fit the project's PHP
+ * limits, and the groups upload with bounded concurrency.
  */
-import * as fs from 'node:fs';
 import PQueue from 'p-queue';
-import { BoincRpcError } from '../../boinc-rpc/errors.js';
-import { Retries, sleep, type RetryPolicy } from '../../boinc-rpc/retry.js';
 import type { BoincRpc } from '../../boinc-rpc/types.js';
 import { formatPhpSize } from '../../boinc-rpc/upload-limits.js';
-import type { FileKey } from './hash-types.js';
-import { fileKey, sameFileKey } from './hash-key.js';
-import { chunks } from './plan.js';
+import { FileCalls, QUERY_CHUNK, StagingError, type StageFile, type StageReport } from './file-calls.js';
 
-export interface StageFile {
-  physName: string;
-  path: string;
-  size: number;
-  key: FileKey;
-}
+export { StagingError, type StageFile, type StageReport };
 
 export interface StageOptions {
   rpc: BoincRpc;
@@ -78,45 +72,6 @@ export interface StageOptions {
   onSettled?: (files: number, bytes: number) => void;
 }
 
-export interface StageReport {
-  /** Files that were already on the server (linked by query). */
-  present: number;
-  /** Files uploaded by this command. */
-  uploaded: number;
-  uploadedBytes: number;
-  /** upload_files requests sent (including retries). */
-  uploadRequests: number;
-  /** Recoveries after failed or uncertain calls. */
-  recoveries: number;
-}
-
-/** The stage at which staging failed, for the user's message. */
-export class StagingError extends Error {
-  override name = 'StagingError';
-}
-
-/** How many names one query_files carries. */
-const QUERY_CHUNK = 1000;
-
-const isDuplicate = (err: unknown) => err instanceof BoincRpcError && err.code === 'duplicate-entry';
-
-/** Attempts that timed out after which a loop repeating a call gives up. */
-const MAX_TIMEOUTS = 2;
-
-const timedOut = (err: unknown) => err instanceof BoincRpcError && err.timedOut;
-
-/** Failures the RPC client already retried (idempotent calls): not to be repeated again. */
-const clientRetried = (err: unknown) => err instanceof BoincRpcError && (err.kind === 'transport' || err.code === 'cut-short');
-
-/** Errors that repeating cannot fix: give up at once. */
-function isPermanent(err: unknown): boolean {
-  if (!(err instanceof BoincRpcError)) return true;
-  if (err.kind === 'local') return true;
-  if (err.kind === 'server' && (err.code === 'refused' || err.code === 'no-such-batch')) return true;
-  if (err.kind === 'protocol' && err.options.httpStatus !== undefined && err.options.httpStatus < 500) return true;
-  return false;
-}
-
 /**
  * Stages files as they become known (their hashes arrive while earlier files upload):
  * add() them in any number of calls, then finish(). Each physical name is handled once.
@@ -129,201 +84,90 @@ export interface Stager {
   abort(reason: unknown): void;
 }
 
-/** Stages a known list of files. */
-export function stageFiles(files: readonly StageFile[], opts: StageOptions): Promise<StageReport> {
-  const stager = createStager(opts);
-  stager.add(files);
-  return stager.finish();
+const RAISE_LIMITS = 'the project must raise it in php.ini, and the GAHP be told the new limits (--upload-max-filesize, --post-max-size)';
+
+/**
+ * Absent files into upload_files groups that fit the project's PHP limits and the GAHP's
+ * group size; a full group is handed to `flush` at once.
+ */
+class UploadGrouper {
+  private group: StageFile[] = [];
+  private groupBytes = 0;
+  private readonly postMax: number;
+  private readonly fileMax: number;
+
+  constructor(
+    private readonly opts: StageOptions,
+    private readonly flush: (group: StageFile[]) => void,
+  ) {
+    this.postMax = opts.postMaxSize ?? 0;
+    this.fileMax = opts.uploadMaxFilesize ?? 0;
+  }
+
+  private bodyBytes(files: readonly StageFile[]): number {
+    return this.opts.rpc.uploadBodyBytes({ files, batchId: this.opts.batchId, deleteTime: this.opts.deleteTime });
+  }
+
+  /** Refuses a file no upload_files request can carry under the project's PHP limits. */
+  private checkFits(f: StageFile): void {
+    const { fileMax, postMax } = this;
+    if (fileMax > 0 && f.size > fileMax) {
+      throw new StagingError(
+        `input file ${f.path} (${f.size} bytes) is larger than the project's PHP limit upload_max_filesize (${formatPhpSize(fileMax)}): ` +
+          `${RAISE_LIMITS}; post_max_size must then exceed the file too`,
+      );
+    }
+    const single = postMax > 0 ? this.bodyBytes([f]) : 0;
+    if (postMax > 0 && single > postMax) {
+      throw new StagingError(
+        `input file ${f.path} (${f.size} bytes) needs an upload request of ${single} bytes, more than the project's PHP limit post_max_size (${formatPhpSize(postMax)}): ${RAISE_LIMITS}`,
+      );
+    }
+  }
+
+  add(f: StageFile): void {
+    this.checkFits(f);
+    const { uploadBatchBytes, uploadBatchFiles } = this.opts;
+    const { group, postMax } = this;
+    if (
+      group.length > 0 &&
+      (this.groupBytes + f.size > uploadBatchBytes || group.length >= uploadBatchFiles || (postMax > 0 && this.bodyBytes([...group, f]) > postMax))
+    ) {
+      this.end();
+    }
+    this.group.push(f);
+    this.groupBytes += f.size;
+    if (this.group.length >= uploadBatchFiles || this.groupBytes >= uploadBatchBytes) this.end();
+  }
+
+  /** Hands on the group being filled, if any. */
+  end(): void {
+    const g = this.group;
+    this.group = [];
+    this.groupBytes = 0;
+    if (g.length > 0) this.flush(g);
+  }
 }
 
 export function createStager(opts: StageOptions): Stager {
-  const { rpc, batchId, deleteTime } = opts;
-  const log = opts.log ?? (() => undefined);
-  const maxAttempts = opts.maxAttempts ?? 5;
-  /** Backoff of every loop here; each sets its own number of attempts. */
-  const policy = (maxTries: number): RetryPolicy => ({ baseMs: opts.retryBaseMs ?? 250, capMs: 5000, jitter: true, maxAttempts: maxTries, maxTimeouts: MAX_TIMEOUTS });
-  const report: StageReport = { present: 0, uploaded: 0, uploadedBytes: 0, uploadRequests: 0, recoveries: 0 };
-  const signal = opts.signal;
-  const settled = (list: readonly StageFile[]) => {
-    if (!opts.onSettled || list.length === 0) return;
-    let bytes = 0;
-    for (const f of list) bytes += f.size;
-    opts.onSettled(list.length, bytes);
-  };
-  const aborted = () => {
-    if (signal?.aborted) {
-      const r: unknown = signal.reason;
-      throw new StagingError(r instanceof Error && r.name !== 'AbortError' && r.message ? r.message : 'the GAHP is shutting down');
-    }
-  };
-
-  /**
-   * Repeats an idempotent call once on errors that are neither permanent nor already
-   * retried by the RPC client (transport failures, cut-short replies: those it repeats
-   * itself, within its time budget).
-   */
-  async function retrying<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    const retries = new Retries(policy(2));
-    for (;;) {
-      aborted();
-      try {
-        return await fn();
-      } catch (err) {
-        const delay = retries.next();
-        if (isPermanent(err) || clientRetried(err) || delay === undefined) throw err;
-        log(`staging: ${what}: ${(err as Error).message}; retrying`);
-        // Cut short when the signal fires (the next aborted() check then throws).
-        await sleep(delay, signal);
-      }
-    }
-  }
-
-  /** What the server has, without linking anything (idempotent). Returns the absent ones. */
-  async function probe(list: readonly StageFile[]): Promise<{ present: StageFile[]; absent: StageFile[] }> {
-    const present: StageFile[] = [];
-    const absent: StageFile[] = [];
-    for (const part of chunks(list, QUERY_CHUNK)) {
-      const idx = await retrying('query_files', () => rpc.queryFiles({ physNames: part.map((f) => f.physName), signal }));
-      const missing = new Set(idx);
-      part.forEach((f, i) => (missing.has(i) ? absent : present).push(f));
-    }
-    return { present, absent };
-  }
-
-  /**
-   * Links one present file to the batch. `Duplicate entry` means it already was. Returns
-   * false when the file turned out absent (deleted meanwhile): it must be uploaded.
-   */
-  async function linkOne(f: StageFile): Promise<boolean> {
-    const retries = new Retries(policy(maxAttempts));
-    for (;;) {
-      aborted();
-      try {
-        const idx = await rpc.queryFiles({ physNames: [f.physName], batchId, signal });
-        return idx.length === 0;
-      } catch (err) {
-        if (isDuplicate(err) && (err as BoincRpcError).duplicateOf !== 'file') return true;
-        const delay = retries.next({ timedOut: timedOut(err) });
-        if (isPermanent(err) || delay === undefined) throw err;
-        await sleep(delay, signal);
-      }
-    }
-  }
-
-  /** Links present files, one call each (safe whatever is already linked). Returns the absent ones. */
-  async function linkEach(list: readonly StageFile[]): Promise<StageFile[]> {
-    const absent: StageFile[] = [];
-    const q = new PQueue({ concurrency: Math.max(1, opts.uploadConcurrency) });
-    try {
-      await Promise.all(list.map((f) => q.add(async () => {
-        if (!(await linkOne(f))) absent.push(f);
-      })));
-    } catch (err) {
-      // The first failure ends this recovery: start no more links for it.
-      q.clear();
-      throw err;
-    }
-    return absent;
-  }
-
-  /**
-   * First look at a fresh batch: one batch-linked query per chunk, which links what is
-   * present. If such a query fails we cannot know what it linked: fall back to probe +
-   * one-by-one linking for that chunk.
-   */
-  async function firstQuery(list: readonly StageFile[]): Promise<StageFile[]> {
-    const toUpload: StageFile[] = [];
-    for (const part of chunks(list, QUERY_CHUNK)) {
-      aborted();
-      try {
-        const idx = new Set(await rpc.queryFiles({ physNames: part.map((f) => f.physName), batchId, signal }));
-        const found: StageFile[] = [];
-        part.forEach((f, i) => (idx.has(i) ? toUpload : found).push(f));
-        report.present += found.length;
-        settled(found);
-      } catch (err) {
-        if (isPermanent(err) && !isDuplicate(err)) throw err;
-        log(`staging: batch-linked query_files failed (${(err as Error).message}); finding out what is present`);
-        report.recoveries++;
-        toUpload.push(...(await recover(part)));
-      }
-    }
-    return toUpload;
-  }
-
-  /**
-   * After a failure or on a reused batch: link what is present, return what must be
-   * uploaded. On a reused batch (`optimistic`) one batch-linked query for all present files
-   * is tried first: it succeeds when none was linked yet (the usual crash: right after
-   * create_batch); a `Duplicate entry` sends us to one-by-one linking.
-   */
-  async function recover(list: readonly StageFile[], optimistic = false): Promise<StageFile[]> {
-    const { present, absent } = await probe(list);
-    let gone: StageFile[] | undefined;
-    if (optimistic && present.length > 0 && present.length <= QUERY_CHUNK) {
-      try {
-        const idx = new Set(await rpc.queryFiles({ physNames: present.map((f) => f.physName), batchId, signal }));
-        gone = present.filter((_, i) => idx.has(i));
-      } catch (err) {
-        if (isPermanent(err) && !isDuplicate(err)) throw err;
-        log(`staging: linking ${present.length} present files at once failed (${(err as Error).message}); linking one by one`);
-      }
-    }
-    gone ??= await linkEach(present);
-    report.present += present.length - gone.length;
-    if (opts.onSettled) {
-      const missing = new Set(gone);
-      settled(present.filter((f) => !missing.has(f)));
-    }
-    return [...absent, ...gone];
-  }
-
-  function checkUnchanged(f: StageFile): void {
-    let st: fs.BigIntStats;
-    try {
-      st = fs.statSync(f.path, { bigint: true });
-    } catch (err) {
-      throw new StagingError(`input file ${f.path} cannot be read any more: ${(err as Error).message}`);
-    }
-    if (!sameFileKey(fileKey(st), f.key)) {
-      throw new StagingError(`input file ${f.path} changed while the batch was being submitted`);
-    }
-  }
-
-  async function uploadGroup(group: StageFile[]): Promise<void> {
-    let todo = group;
-    const retries = new Retries(policy(maxAttempts));
-    while (todo.length > 0) {
-      aborted();
-      for (const f of todo) checkUnchanged(f);
-      try {
-        report.uploadRequests++;
-        await rpc.uploadFiles({ files: todo.map((f) => ({ physName: f.physName, path: f.path })), batchId, deleteTime, signal });
-        report.uploaded += todo.length;
-        for (const f of todo) report.uploadedBytes += f.size;
-        settled(todo);
-        return;
-      } catch (err) {
-        const delay = retries.next({ timedOut: timedOut(err) });
-        if ((isPermanent(err) && !isDuplicate(err)) || delay === undefined) throw err;
-        log(`staging: upload_files of ${todo.length} files failed (${(err as Error).message}); finding out what arrived`);
-        report.recoveries++;
-        await sleep(delay, signal);
-        const before = todo.length;
-        todo = await recover(todo);
-        report.uploaded += before - todo.length;
-        report.present -= before - todo.length;
-      }
-    }
-  }
+  const onSettled = opts.onSettled;
+  const calls = new FileCalls({
+    rpc: opts.rpc,
+    batchId: opts.batchId,
+    deleteTime: opts.deleteTime,
+    concurrency: opts.uploadConcurrency,
+    maxAttempts: opts.maxAttempts ?? 5,
+    retryBaseMs: opts.retryBaseMs ?? 250,
+    log: opts.log ?? (() => undefined),
+    signal: opts.signal,
+    onSettled: onSettled && ((list) => onSettled(list.length, list.reduce((n, f) => n + f.size, 0))),
+  });
 
   // Incremental pipeline: queries (one at a time, each name once) feed upload groups,
   // which run with bounded concurrency as soon as they are full.
   const seen = new Set<string>();
   let pending: StageFile[] = [];
   let querying: Promise<void> | undefined;
-  let group: StageFile[] = [];
-  let groupBytes = 0;
   const uploads = new PQueue({ concurrency: Math.max(1, opts.uploadConcurrency) });
   const running: Array<Promise<unknown>> = [];
   let failure: { err: unknown } | undefined;
@@ -334,54 +178,17 @@ export function createStager(opts: StageOptions): Stager {
     uploads.clear();
   }
 
-  function flushGroup(): void {
-    const g = group;
-    group = [];
-    groupBytes = 0;
-    if (g.length === 0 || failure) return;
+  const groups = new UploadGrouper(opts, (g) => {
+    if (failure) return;
     running.push(uploads.add(async () => {
       if (failure) return;
       try {
-        await uploadGroup(g);
+        await calls.uploadGroup(g);
       } catch (err) {
         fail(err);
       }
     }));
-  }
-
-  const postMax = opts.postMaxSize ?? 0;
-  const fileMax = opts.uploadMaxFilesize ?? 0;
-  const bodyBytes = (files: readonly StageFile[]) => rpc.uploadBodyBytes({ files, batchId, deleteTime });
-  const raise = 'the project must raise it in php.ini, and the GAHP be told the new limits (--upload-max-filesize, --post-max-size)';
-
-  /** Refuses a file no upload_files request can carry under the project's PHP limits. */
-  function checkFits(f: StageFile): void {
-    if (fileMax > 0 && f.size > fileMax) {
-      throw new StagingError(
-        `input file ${f.path} (${f.size} bytes) is larger than the project's PHP limit upload_max_filesize (${formatPhpSize(fileMax)}): ` +
-          `${raise}; post_max_size must then exceed the file too`,
-      );
-    }
-    const single = postMax > 0 ? bodyBytes([f]) : 0;
-    if (postMax > 0 && single > postMax) {
-      throw new StagingError(
-        `input file ${f.path} (${f.size} bytes) needs an upload request of ${single} bytes, more than the project's PHP limit post_max_size (${formatPhpSize(postMax)}): ${raise}`,
-      );
-    }
-  }
-
-  function enqueueUpload(f: StageFile): void {
-    checkFits(f);
-    if (
-      group.length > 0 &&
-      (groupBytes + f.size > opts.uploadBatchBytes || group.length >= opts.uploadBatchFiles || (postMax > 0 && bodyBytes([...group, f]) > postMax))
-    ) {
-      flushGroup();
-    }
-    group.push(f);
-    groupBytes += f.size;
-    if (group.length >= opts.uploadBatchFiles || groupBytes >= opts.uploadBatchBytes) flushGroup();
-  }
+  });
 
   function kick(): void {
     if (querying || pending.length === 0 || failure) return;
@@ -389,8 +196,8 @@ export function createStager(opts: StageOptions): Stager {
       while (pending.length > 0 && !failure) {
         const part = pending.splice(0, QUERY_CHUNK);
         try {
-          const toUpload = opts.reused ? await recover(part, true) : await firstQuery(part);
-          for (const f of toUpload) enqueueUpload(f);
+          const toUpload = opts.reused ? await calls.recover(part, true) : await calls.firstQuery(part);
+          for (const f of toUpload) groups.add(f);
         } catch (err) {
           fail(err);
         }
@@ -412,10 +219,10 @@ export function createStager(opts: StageOptions): Stager {
     },
     async finish() {
       while (querying) await querying;
-      flushGroup();
+      groups.end();
       await Promise.all(running);
       if (failure) throw failure.err;
-      return report;
+      return calls.report;
     },
     abort(reason) {
       fail(reason);

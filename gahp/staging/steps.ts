@@ -1,0 +1,28 @@
+/**
+ * BOINC_SUBMIT's failures name the step that failed: `<step>: <reason>`. The steps live
+ * in several modules (gahp/commands/submit.ts and the batch and staging helpers here), so
+ * the error class and the wrapper are shared.
+ */
+
+/** A failed step: the message says which step and why. */
+export class SubmitError extends Error {
+  override name = 'SubmitError';
+}
+
+export function reason(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** Runs fn; a failure becomes `<step>: <reason>` (a SubmitError passes unchanged). */
+export async function step<T>(what: string, fn: () => Promise<T> | T): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw stepError(what, err);
+  }
+}
+
+/** The error step() would throw for this failure. */
+export function stepError(what: string, err: unknown): SubmitError {
+  return err instanceof SubmitError ? err : new SubmitError(`${what}: ${reason(err)}`);
+}
