@@ -94,31 +94,29 @@ export function describeResult(command: string | undefined, tokens: string[]): s
   return [rest.length ? `${label} ok: ${rest.join(' ')}` : `${label} ok`];
 }
 
+/** What a typed line is handled with: the GAHP, its commands, the requests awaiting a result, the screen. */
+interface PromptSession {
+  client: GahpClient;
+  commands: Map<string, Command>;
+  /** reqid -> command word, to label results. */
+  inFlight: Map<string, string>;
+  print: (text: string) => void;
+}
+
 export async function runInteractive(opts: InteractiveOptions = {}): Promise<number> {
   const input = opts.input ?? process.stdin;
   const output = opts.output ?? process.stdout;
   const client = GahpClient.inProcess(opts);
   const commands = new Map<string, Command>();
   for (const c of client.commands ?? []) commands.set(c.name.toUpperCase(), c);
-  /** reqid -> command word, to label results. */
-  const inFlight = new Map<string, string>();
   const isTty = Boolean((output as NodeJS.WriteStream).isTTY);
 
   const historyFile = opts.historyFile ?? (opts.stateDir ? path.join(opts.stateDir, 'history') : undefined);
-  let history: string[] = [];
-  if (historyFile) {
-    try {
-      history = fs.readFileSync(historyFile, 'utf8').split('\n').filter((l) => l.length > 0).reverse().slice(0, 500);
-    } catch {
-      /* no history yet */
-    }
-  }
-
   const rl = readline.createInterface({
     input,
     output,
     terminal: isTty,
-    history,
+    history: loadHistory(historyFile),
     historySize: 500,
     removeHistoryDuplicates: true,
     prompt: 'gahp> ',
@@ -128,36 +126,25 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
       return [hits.length ? hits : words, line];
     },
   });
-  rl.on('history', (h: string[]) => {
-    // Never keep the authenticator, not even in memory.
-    if (h[0] !== undefined && historySafe(h[0]) !== h[0]) h[0] = historySafe(h[0]);
-    if (historyFile) {
-      try {
-        fs.mkdirSync(path.dirname(historyFile), { recursive: true, mode: 0o700 });
-        fs.writeFileSync(historyFile, [...h].reverse().join('\n') + '\n', { mode: 0o600 });
-      } catch {
-        /* history is a convenience */
-      }
-    }
-  });
+  keepHistory(rl, historyFile);
 
+  /** closing: the prompt is going away; busy: a typed line is being handled. */
+  const state = { closing: false, busy: false };
   const print = (text: string) => {
     if (isTty) {
       readline.clearLine(output, 0);
       readline.cursorTo(output, 0);
       output.write(text + '\n');
       // While a typed line is being handled, the prompt comes back when it is done.
-      if (!closing && !busy) rl.prompt(true);
+      if (!state.closing && !state.busy) rl.prompt(true);
     } else {
       output.write(text + '\n');
     }
   };
-
-  let closing = false;
-  let busy = false;
+  const session: PromptSession = { client, commands, inFlight: new Map(), print };
   client.onResult = (reqId, tokens) => {
-    const word = inFlight.get(reqId);
-    inFlight.delete(reqId);
+    const word = session.inFlight.get(reqId);
+    session.inFlight.delete(reqId);
     const lines = describeResult(word, tokens);
     print(lines.map((l, i) => (i === 0 ? `[${reqId}] ${l}` : l)).join('\n'));
   };
@@ -172,113 +159,39 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
     'Type "help" for commands, "help <COMMAND>" for one. Request ids are optional. "quit" or Ctrl-D leaves.\n',
   );
 
-  const help = (word?: string): string => {
-    if (!word) {
-      const rows: Array<[string, string]> = [];
-      for (const c of commands.values()) rows.push([c.name, c.summary]);
-      for (const p of PROTOCOL_HELP) rows.push([p.name, p.summary]);
-      const w = Math.max(...rows.map((r) => r[0].length));
-      return ['Commands (case does not matter; <reqid> may be left out, one is assigned):',
-        ...rows.map(([n, s]) => `  ${n.padEnd(w)}  ${s}`),
-        'help <COMMAND> shows its arguments.'].join('\n');
-    }
-    const up = word.toUpperCase();
-    const c = commands.get(up);
-    if (c) {
-      if (c.name === 'BOINC_SELECT_PROJECT') {
-        return `${c.name} ${c.usage}\n  ${c.summary}\n  Here you may write @<file> for the authenticator: it is read from the file and never shown.`;
-      }
-      const usage = c.kind === 'async' ? `${c.name} [<reqid>] ${c.usage.replace(/^<reqid>\s*/, '')}` : `${c.name} ${c.usage}`;
-      return `${usage.trim()}\n  ${c.summary}` + (c.kind === 'async' ? '\n  Answered S at once; the result is printed when it arrives.' : '');
-    }
-    const p = PROTOCOL_HELP.find((x) => x.name === up);
-    if (p) return `${p.name} ${p.usage}`.trim() + `\n  ${p.summary}`;
-    return `no command "${word}"; type "help" for the list`;
-  };
-
-  const handle = async (line: string): Promise<boolean> => {
-    const trimmed = line.trim();
-    if (trimmed === '') return true;
-    const tokens = splitTokens(trimmed);
-    const word = (tokens[0] ?? '').toUpperCase();
-    if (word === 'HELP' || word === '?') {
-      print(help(tokens[1]));
-      return true;
-    }
-    if (word === 'QUIT' || word === 'EXIT') return false;
-    const command = commands.get(word);
-    // Re-joined: a hand-typed double space must not become an empty argument (the server
-    // reads lines exactly as the gridmanager writes them).
-    let lineToSend = joinTokens(tokens);
-    let reqId: string | undefined;
-    if (command?.kind === 'async') {
-      const split = splitReqId(command, tokens.slice(1));
-      reqId = split.reqId ?? client.allocReqId();
-      while (split.reqId === undefined && inFlight.has(reqId)) reqId = client.allocReqId();
-      lineToSend = joinTokens([command.name, reqId, ...split.args]);
-      inFlight.set(reqId, command.name);
-    }
-    if (word === 'BOINC_SELECT_PROJECT' && tokens.length === 3 && tokens[2]!.startsWith('@')) {
-      // Interactive convenience: `@<file>` reads the authenticator from a file, so it never
-      // appears on the screen. What is sent is the ordinary protocol line.
-      const file = tokens[2]!.slice(1);
-      let auth: string | undefined;
-      try {
-        auth = fs.readFileSync(file, 'utf8').split(/\r?\n/).map((l) => l.trim()).find((l) => l.length > 0);
-      } catch (err) {
-        print(`error: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-        return true;
-      }
-      if (!auth) {
-        print(`error: ${file} is empty`);
-        return true;
-      }
-      client.addSecret(auth);
-      lineToSend = joinTokens([tokens[0]!, tokens[1]!, auth]);
-    } else if (word === 'BOINC_SELECT_PROJECT' && tokens[2]) {
-      client.addSecret(tokens[2]);
-    }
-    const reply = await client.send(lineToSend);
-    if (reply === 'S' && reqId !== undefined) {
-      print(`S  (request ${reqId} queued)`);
-    } else if (reply.startsWith('E')) {
-      if (reqId !== undefined) inFlight.delete(reqId);
-      const msg = splitTokens(reply).slice(1).join(' ');
-      print(`E  error: ${msg || 'refused'}` + (command ? '' : word && !PROTOCOL_HELP.some((p) => p.name === word) ? ' (type "help" for the commands)' : ''));
-    } else {
-      print(client.mask(reply));
-    }
-    return true;
-  };
-
   rl.prompt();
+  return promptLoop(rl, session, state, output);
+}
+
+/** Reads typed lines one after the other until quit, Ctrl-D or Ctrl-C on an empty line; resolves with the GAHP's exit code. */
+function promptLoop(rl: readline.Interface, session: PromptSession, state: { closing: boolean; busy: boolean }, output: NodeJS.WritableStream): Promise<number> {
   let chain: Promise<boolean> = Promise.resolve(true);
   return new Promise<number>((resolve) => {
     const finish = async () => {
-      if (closing) return;
-      closing = true;
+      if (state.closing) return;
+      state.closing = true;
       await chain.catch(() => true);
       // Give results already on their way a moment to print.
-      const code = await client.close();
+      const code = await session.client.close();
       output.write('\n');
       resolve(code ?? 0);
     };
     rl.on('line', (line) => {
       chain = chain.then(async (keepGoing) => {
         if (!keepGoing) return false;
-        busy = true;
+        state.busy = true;
         try {
-          const more = await handle(line);
+          const more = await handleTypedLine(session, line);
           if (!more) {
             rl.close();
             return false;
           }
         } catch (err) {
-          print(`error: ${(err as Error).message}`);
+          session.print(`error: ${(err as Error).message}`);
         } finally {
-          busy = false;
+          state.busy = false;
         }
-        if (!closing) rl.prompt();
+        if (!state.closing) rl.prompt();
         return true;
       });
     });
@@ -293,4 +206,112 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
       }
     });
   });
+}
+
+/** The history kept from earlier sessions, newest first (none when there is no file yet). */
+function loadHistory(historyFile: string | undefined): string[] {
+  if (!historyFile) return [];
+  try {
+    return fs.readFileSync(historyFile, 'utf8').split('\n').filter((l) => l.length > 0).reverse().slice(0, 500);
+  } catch {
+    return []; // no history yet
+  }
+}
+
+/** Keeps every new history line without its secret, in memory and in historyFile. */
+function keepHistory(rl: readline.Interface, historyFile: string | undefined): void {
+  rl.on('history', (h: string[]) => {
+    // Never keep the authenticator, not even in memory.
+    if (h[0] !== undefined && historySafe(h[0]) !== h[0]) h[0] = historySafe(h[0]);
+    if (historyFile) {
+      try {
+        fs.mkdirSync(path.dirname(historyFile), { recursive: true, mode: 0o700 });
+        fs.writeFileSync(historyFile, [...h].reverse().join('\n') + '\n', { mode: 0o600 });
+      } catch {
+        /* history is a convenience */
+      }
+    }
+  });
+}
+
+/** `help` (every command) or `help <COMMAND>` (its arguments). */
+function helpText(commands: Map<string, Command>, word?: string): string {
+  if (!word) {
+    const rows: Array<[string, string]> = [];
+    for (const c of commands.values()) rows.push([c.name, c.summary]);
+    for (const p of PROTOCOL_HELP) rows.push([p.name, p.summary]);
+    const w = Math.max(...rows.map((r) => r[0].length));
+    return ['Commands (case does not matter; <reqid> may be left out, one is assigned):',
+      ...rows.map(([n, s]) => `  ${n.padEnd(w)}  ${s}`),
+      'help <COMMAND> shows its arguments.'].join('\n');
+  }
+  const up = word.toUpperCase();
+  const c = commands.get(up);
+  if (c) {
+    if (c.name === 'BOINC_SELECT_PROJECT') {
+      return `${c.name} ${c.usage}\n  ${c.summary}\n  Here you may write @<file> for the authenticator: it is read from the file and never shown.`;
+    }
+    const usage = c.kind === 'async' ? `${c.name} [<reqid>] ${c.usage.replace(/^<reqid>\s*/, '')}` : `${c.name} ${c.usage}`;
+    return `${usage.trim()}\n  ${c.summary}` + (c.kind === 'async' ? '\n  Answered S at once; the result is printed when it arrives.' : '');
+  }
+  const p = PROTOCOL_HELP.find((x) => x.name === up);
+  if (p) return `${p.name} ${p.usage}`.trim() + `\n  ${p.summary}`;
+  return `no command "${word}"; type "help" for the list`;
+}
+
+/** Sends one typed line as a request and prints its reply; false when the user leaves. */
+async function handleTypedLine(session: PromptSession, line: string): Promise<boolean> {
+  const { client, commands, inFlight, print } = session;
+  const trimmed = line.trim();
+  if (trimmed === '') return true;
+  const tokens = splitTokens(trimmed);
+  const word = (tokens[0] ?? '').toUpperCase();
+  if (word === 'HELP' || word === '?') {
+    print(helpText(commands, tokens[1]));
+    return true;
+  }
+  if (word === 'QUIT' || word === 'EXIT') return false;
+  const command = commands.get(word);
+  // Re-joined: a hand-typed double space must not become an empty argument (the server
+  // reads lines exactly as the gridmanager writes them).
+  let lineToSend = joinTokens(tokens);
+  let reqId: string | undefined;
+  if (command?.kind === 'async') {
+    const split = splitReqId(command, tokens.slice(1));
+    reqId = split.reqId ?? client.allocReqId();
+    while (split.reqId === undefined && inFlight.has(reqId)) reqId = client.allocReqId();
+    lineToSend = joinTokens([command.name, reqId, ...split.args]);
+    inFlight.set(reqId, command.name);
+  }
+  if (word === 'BOINC_SELECT_PROJECT' && tokens.length === 3 && tokens[2]!.startsWith('@')) {
+    // Interactive convenience: `@<file>` reads the authenticator from a file, so it never
+    // appears on the screen. What is sent is the ordinary protocol line.
+    const file = tokens[2]!.slice(1);
+    let auth: string | undefined;
+    try {
+      auth = fs.readFileSync(file, 'utf8').split(/\r?\n/).map((l) => l.trim()).find((l) => l.length > 0);
+    } catch (err) {
+      print(`error: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      return true;
+    }
+    if (!auth) {
+      print(`error: ${file} is empty`);
+      return true;
+    }
+    client.addSecret(auth);
+    lineToSend = joinTokens([tokens[0]!, tokens[1]!, auth]);
+  } else if (word === 'BOINC_SELECT_PROJECT' && tokens[2]) {
+    client.addSecret(tokens[2]);
+  }
+  const reply = await client.send(lineToSend);
+  if (reply === 'S' && reqId !== undefined) {
+    print(`S  (request ${reqId} queued)`);
+  } else if (reply.startsWith('E')) {
+    if (reqId !== undefined) inFlight.delete(reqId);
+    const msg = splitTokens(reply).slice(1).join(' ');
+    print(`E  error: ${msg || 'refused'}` + (command ? '' : word && !PROTOCOL_HELP.some((p) => p.name === word) ? ' (type "help" for the commands)' : ''));
+  } else {
+    print(client.mask(reply));
+  }
+  return true;
 }
