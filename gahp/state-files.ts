@@ -45,6 +45,16 @@ export async function writeAll(fh: fsp.FileHandle, buf: Uint8Array): Promise<num
   return off;
 }
 
+export interface ReplaceOptions {
+  /** The new file's mode (default 0600). */
+  mode?: number;
+  /**
+   * Runs when the new content is complete and durable, right before the rename; if it
+   * throws, the old file stays and the temp file is removed (a last look at the target).
+   */
+  beforeRename?: () => Promise<void>;
+}
+
 /**
  * Replaces `file` atomically with the given content: a string or buffer, or chunks produced
  * one at a time (a large snapshot is written without building it whole in memory; the
@@ -53,10 +63,10 @@ export async function writeAll(fh: fsp.FileHandle, buf: Uint8Array): Promise<num
 export async function replaceFile(
   file: string,
   content: string | Uint8Array | AsyncIterable<string | Uint8Array> | Iterable<string | Uint8Array>,
-  mode = 0o600,
+  opts: ReplaceOptions = {},
 ): Promise<number> {
   const tmp = tempPathBeside(file);
-  const fh = await fsp.open(tmp, 'wx', mode);
+  const fh = await fsp.open(tmp, 'wx', opts.mode ?? 0o600);
   let bytes = 0;
   try {
     const chunks = typeof content === 'string' || content instanceof Uint8Array ? [content] : content;
@@ -69,6 +79,7 @@ export async function replaceFile(
   }
   await fh.close();
   try {
+    await opts.beforeRename?.();
     await fsp.rename(tmp, file);
   } catch (err) {
     await fsp.rm(tmp, { force: true });

@@ -225,4 +225,77 @@ describe('JournalLedger', () => {
     expect(r.list().map((x) => x.name).sort()).toEqual(['child', 'child-after', 'parent']);
     expect(r.get(P, 'parent')).toMatchObject({ lastServerTime: '99', jobs: { j0: 'DONE' } });
   });
+
+  test('a writer that registers while another process compacts loses no line (registration and compaction share one lock)', async () => {
+    // The window: this process has checked for other writers and written its snapshot, and
+    // is about to rename it over the journal. Another process opens the ledger right then
+    // and appends. Were it let in, its line would go to the old file and vanish with it.
+    const script = `
+      import { JournalLedger } from ${JSON.stringify(path.join(REPO_ROOT, 'dist/gahp/ledger/journal-ledger.js'))};
+      const l = JournalLedger.open(process.argv[process.argv.length - 1]);
+      await l.upsert(${JSON.stringify(P)}, 'child', { state: 'submitted' });
+      process.stdout.write('acked\\n');
+      await l.close();
+    `;
+    let child: ReturnType<typeof spawn> | undefined;
+    let ackedInWindow = false;
+    let windows = 0;
+    let windowClosed!: () => void;
+    const compacted = new Promise<void>((r) => { windowClosed = r; });
+    const l = JournalLedger.open(dir, {
+      compactMinBytes: 1,
+      compactRatio: 1,
+      beforeCompactionRename: async () => {
+        if (windows++ > 0) return;
+        child = spawn(process.execPath, ['--input-type=module', '-e', script, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+        // Give the other process time to register and append (it cannot: it waits for the lock).
+        ackedInWindow = await new Promise<boolean>((resolve) => {
+          const timer = setTimeout(() => resolve(false), 3000);
+          child!.stdout!.on('data', (c) => String(c).includes('acked') && (clearTimeout(timer), resolve(true)));
+        });
+        windowClosed();
+      },
+    });
+    // The write is acknowledged first; the compaction it triggers follows.
+    await l.upsert(P, 'parent', { state: 'submitted' });
+    await compacted;
+    const childOut: string[] = [];
+    child!.stdout!.on('data', (c) => childOut.push(String(c)));
+    const code = await new Promise((r) => child!.on('exit', r));
+    await l.upsert(P, 'parent-after', { state: 'submitted' });
+    await l.close();
+    expect(code).toBe(0);
+    const r = JournalLedger.readOnly(dir);
+    expect(r.list().map((x) => x.name).sort()).toEqual(['child', 'parent', 'parent-after']);
+    // It was kept out of the window (the lock), not merely lucky.
+    expect(ackedInWindow).toBe(false);
+    expect(windows).toBeGreaterThanOrEqual(1);
+    expect(fs.readdirSync(path.join(dir, 'ledger.writers'))).toEqual([]);
+    expect(fs.existsSync(path.join(dir, 'ledger.lock'))).toBe(false);
+  }, 30_000);
+
+  test('compaction on open runs in slices: the event loop turns while the snapshot is written', async () => {
+    const lines: string[] = [];
+    for (let i = 0; i < 3000; i++) {
+      lines.push(JSON.stringify({ op: 'upsert', p: P, n: `b${i % 600}`, t: i, patch: { state: 'submitted', jobs: { [`j${i}`]: 'SUBMITTED' } } }));
+    }
+    fs.writeFileSync(file(), lines.join('\n') + '\n');
+    let turns = 0;
+    let turnsAtRename = -1;
+    let spinning = true;
+    const spin = () => { turns++; if (spinning) setImmediate(spin); };
+    setImmediate(spin);
+    // open() returns before compacting; the compaction then shares the loop.
+    const l = JournalLedger.open(dir, { beforeCompactionRename: async () => { turnsAtRename = turns; } });
+    expect(turns).toBe(0);
+    await l.upsert(P, 'b0', { leaseExpiresAt: 1 });
+    spinning = false;
+    await l.close();
+    expect(turnsAtRename).toBeGreaterThan(3);
+    const text = fs.readFileSync(file(), 'utf8').split('\n').filter(Boolean);
+    expect(text.length).toBe(601);
+    const r = JournalLedger.readOnly(dir);
+    expect(r.list()).toHaveLength(600);
+    expect(r.get(P, 'b0')).toMatchObject({ leaseExpiresAt: 1, jobs: { j0: 'SUBMITTED', j600: 'SUBMITTED' } });
+  });
 });

@@ -171,7 +171,9 @@ describe('kill -9 during submits and fetches, then the same commands again', () 
       for (const p of planned) if (p.outDir) stats.tempsAfterRepeat.push(...tempFiles(p.outDir).map((f) => path.join(p.outDir!, f)));
       stats.tempsAfterRepeat.push(...tempFiles(stateDir));
       // Writer registrations of killed GAHPs do not pile up: only the live GAHP's remains.
-      stats.tempsAfterRepeat.push(...walk(stateDir).filter((f) => f.startsWith('ledger.writers/') && f !== `ledger.writers/${env.gahp.child.pid}`).map((f) => path.join(stateDir, f)));
+      // (Entries are named <pid>.<random>, one per open ledger.)
+      const live = `ledger.writers/${env.gahp.child.pid}.`;
+      stats.tempsAfterRepeat.push(...walk(stateDir).filter((f) => f.startsWith('ledger.writers/') && !f.startsWith(live)).map((f) => path.join(stateDir, f)));
     }
     // No duplicates anywhere on the server.
     const names = env.server.batches().map((b) => b.name);
