@@ -7,16 +7,16 @@
  *
  * Only plain cases qualify. Anything else (a subcommand, --help, --version, --interactive,
  * a value to reject, a terminal on stdin, a BOINC_GAHP_* variable this table does not
- * know) gives undefined, and main.ts parses the whole line with commander, which defines
+ * know) gives undefined, and program.ts parses the whole line with commander, which defines
  * every option and its message.
  */
 import { parseArgs } from 'node:util';
-import type { GlobalOptions } from './subcommands.js';
+import type { GlobalOptions } from './options.js';
 import { parsePhpSize } from '../../boinc-rpc/upload-limits.js';
 
 type Kind = 'string' | 'boolean' | 'level' | 'positive' | 'nonNegative' | 'positiveInt' | 'phpSize';
 
-/** The global options of the GAHP itself: name, kind, environment variable (as in main.ts). */
+/** The global options of the GAHP itself: name, kind, environment variable (as in program.ts). */
 const OPTIONS: ReadonlyArray<{ name: string; key: keyof GlobalOptions | 'protocol'; kind: Kind; env?: string }> = [
   { name: 'state-dir', key: 'stateDir', kind: 'string', env: 'BOINC_GAHP_STATE_DIR' },
   { name: 'log', key: 'log', kind: 'string', env: 'BOINC_GAHP_LOG' },
@@ -35,7 +35,7 @@ const OPTIONS: ReadonlyArray<{ name: string; key: keyof GlobalOptions | 'protoco
 
 const LEVELS: readonly string[] = ['error', 'warn', 'info', 'debug'];
 
-/** The value of a string-kind option, or undefined when it is not one main.ts would accept. */
+/** The value of a string-kind option, or undefined when it is not one program.ts would accept. */
 function convert(kind: Kind, text: string): string | number | undefined {
   switch (kind) {
     case 'level':
@@ -65,7 +65,7 @@ function convert(kind: Kind, text: string): string | number | undefined {
 
 /**
  * The options of a plain GAHP command line (the same values commander would give), or
- * undefined when main.ts must parse it with commander.
+ * undefined when program.ts must parse it with commander.
  */
 export function plainGahpOptions(args: readonly string[], env: NodeJS.ProcessEnv, stdinIsTTY: boolean): (GlobalOptions & { protocol?: boolean }) | undefined {
   for (const name of Object.keys(env)) {

@@ -9,55 +9,13 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
-import type { GahpRunOptions } from './run-gahp.js';
 import { defaultStateDir, readAuthenticator, UsageError } from './settings.js';
-import { Logger, type LogLevel } from '../log.js';
+import { EXIT_FAILED, EXIT_OK, EXIT_USAGE, makeLogger, runOptions, type GlobalOptions } from './options.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';
 import type { LedgerBatch } from '../ledger/types.js';
 import { ProgressLine } from './progress.js';
 
-export const EXIT_OK = 0;
-export const EXIT_FAILED = 1;
-export const EXIT_USAGE = 2;
-
-export { UsageError, readAuthenticator };
-
-/** The global options (also settable through BOINC_GAHP_* environment variables). */
-export interface GlobalOptions {
-  stateDir?: string;
-  log?: string;
-  logLevel?: LogLevel;
-  debug?: boolean;
-  projectUrl?: string;
-  authenticatorFile?: string;
-  rpcTimeout?: number;
-  commandTimeout?: number;
-  concurrency?: number;
-  maxFileUploads?: number;
-  postMaxSize?: number;
-  uploadMaxFilesize?: number;
-  quiet?: boolean;
-}
-
-export function makeLogger(g: GlobalOptions): Logger {
-  const level = g.logLevel ?? 'debug';
-  if (g.log) return Logger.toFile(g.log, level);
-  if (g.debug) return Logger.toStderr(level);
-  return Logger.silent();
-}
-
-export function runOptions(g: GlobalOptions): Omit<GahpRunOptions, 'input' | 'output'> {
-  return {
-    stateDir: g.stateDir ?? defaultStateDir(),
-    log: makeLogger(g),
-    rpcTimeoutMs: g.rpcTimeout ? g.rpcTimeout * 1000 : undefined,
-    commandTimeoutMs: g.commandTimeout !== undefined ? g.commandTimeout * 1000 : undefined,
-    rpcConcurrency: g.concurrency,
-    maxFileUploads: g.maxFileUploads,
-    postMaxSize: g.postMaxSize,
-    uploadMaxFilesize: g.uploadMaxFilesize,
-  };
-}
+export { EXIT_OK, EXIT_FAILED, EXIT_USAGE, UsageError, readAuthenticator, makeLogger, runOptions, type GlobalOptions };
 
 export interface Project {
   url: string;

@@ -1,0 +1,183 @@
+/**
+ * The full command line, parsed with commander: the subcommands, --help, --version and
+ * whatever gahp-args.ts leaves to it. Loaded by main.ts only when the command line is not
+ * the GAHP's plain one.
+ */
+import { Command, CommanderError, Option } from 'commander';
+import { DEFAULT_COMMAND_TIMEOUT_MS } from './run-gahp.js';
+import { GAHP_VERSION } from '../version.js';
+import { EXIT_USAGE, type GahpCliOptions, type GlobalOptions } from './options.js';
+import { UsageError } from './settings.js';
+import { abortCmd, fetchCmd, leaseCmd, pingCmd, queryCmd, retireCmd, statusCmd } from './subcommands.js';
+import { SubmitFileError } from './submit-file.js';
+import { parsePhpSize } from '../../boinc-rpc/upload-limits.js';
+
+function positiveNumber(what: string) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${what} must be a positive number, got "${v}"`);
+    return n;
+  };
+}
+
+function nonNegativeNumber(what: string) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw new UsageError(`${what} must be a number of seconds (0: none), got "${v}"`);
+    return n;
+  };
+}
+
+function positiveInt(what: string) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${what} must be a positive integer, got "${v}"`);
+    return n;
+  };
+}
+
+/** A php.ini size (8M, 2M, 512K, 1G, bytes), as the project's php.ini says it. */
+function phpSize(what: string) {
+  return (v: string): number => {
+    try {
+      return parsePhpSize(v);
+    } catch (err) {
+      throw new UsageError(`${what}: ${(err as Error).message}`);
+    }
+  };
+}
+
+/** The program with its global options (each also settable through a BOINC_GAHP_* variable). */
+function programWithGlobalOptions(): Command {
+  return new Command()
+    .name('boinc-gahp')
+    .description(
+      'GAHP server that lets HTCondor run jobs on a BOINC project.\n\n' +
+      'With no command it is the GAHP on stdin/stdout (what HTCondor runs: point BOINC_GAHP at it). ' +
+      'On a terminal it is an interactive prompt over the same protocol.',
+    )
+    .addHelpText('after', '\nExit codes: 0 success, 1 failure reported by the GAHP or the BOINC project, 2 usage or configuration error.\n' +
+      'Every option can also be set through the environment variable shown next to it.')
+    .version(GAHP_VERSION, '-V, --version')
+    .exitOverride()
+    .showHelpAfterError('(add --help for usage)')
+    .addOption(new Option('--state-dir <dir>', 'ledger, cluster ids and hash cache (default $XDG_STATE_HOME/boinc-gahp)').env('BOINC_GAHP_STATE_DIR'))
+    .addOption(new Option('--log <file>', 'append a debug log to this file').env('BOINC_GAHP_LOG'))
+    .addOption(new Option('--log-level <level>', 'log detail').choices(['error', 'warn', 'info', 'debug']).default('debug').env('BOINC_GAHP_LOG_LEVEL'))
+    .addOption(new Option('--debug', 'write the debug log to stderr'))
+    .addOption(new Option('--project-url <url>', 'BOINC project URL (pre-selects it, like BOINC_SELECT_PROJECT)').env('BOINC_GAHP_PROJECT_URL'))
+    .addOption(new Option('--authenticator-file <file>', 'file holding the account authenticator').env('BOINC_GAHP_AUTHENTICATOR_FILE'))
+    .addOption(new Option('--rpc-timeout <seconds>', 'timeout of one BOINC RPC').env('BOINC_GAHP_RPC_TIMEOUT').argParser(positiveNumber('--rpc-timeout')))
+    .addOption(new Option('--command-timeout <seconds>', `longest time to the result of one BOINC_* command, 0: none (default ${DEFAULT_COMMAND_TIMEOUT_MS / 1000}: under the gridmanager's 300 s call timeout; 'submit' has none)`).env('BOINC_GAHP_COMMAND_TIMEOUT').argParser(nonNegativeNumber('--command-timeout')))
+    .addOption(new Option('--concurrency <n>', 'BOINC RPCs in flight at once per project').env('BOINC_GAHP_CONCURRENCY').argParser(positiveInt('--concurrency')))
+    .addOption(new Option('--max-file-uploads <n>', "the project's PHP max_file_uploads: most files per upload request (default 20)").env('BOINC_GAHP_MAX_FILE_UPLOADS').argParser(positiveInt('--max-file-uploads')))
+    .addOption(new Option('--post-max-size <size>', "the project's PHP post_max_size, e.g. 8M: largest upload request (default 8M)").env('BOINC_GAHP_POST_MAX_SIZE').argParser(phpSize('--post-max-size')))
+    .addOption(new Option('--upload-max-filesize <size>', "the project's PHP upload_max_filesize, e.g. 2M: largest input file (default 2M)").env('BOINC_GAHP_UPLOAD_MAX_FILESIZE').argParser(phpSize('--upload-max-filesize')))
+    .addOption(new Option('--protocol', 'speak the raw protocol even on a terminal (no interactive prompt)'))
+    .addOption(new Option('--interactive', 'use the interactive prompt even when stdin is not a terminal'));
+}
+
+/**
+ * Parses argv with commander and runs what it names. `gahpOrPrompt` runs the GAHP (no
+ * subcommand); `failure` reports an error on stderr and gives its exit code.
+ */
+export async function runCommandLine(
+  argv: string[],
+  gahpOrPrompt: (opts: GahpCliOptions) => Promise<number>,
+  failure: (err: unknown) => number,
+): Promise<number> {
+  let code = 0;
+  const program = programWithGlobalOptions();
+
+  const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals<GlobalOptions>();
+
+  program.action(async (opts: GahpCliOptions) => {
+    code = await gahpOrPrompt(opts);
+  });
+
+  program
+    .command('ping')
+    .description('check that the project answers and accepts the account (BOINC_PING)')
+    .action(async (_o, cmd: Command) => {
+      code = await pingCmd(globals(cmd));
+    });
+
+  program
+    .command('status')
+    .description('batches this machine submitted, from the ledger in the state directory: lease expiry, job counts per status')
+    .option('--json', 'machine-readable output')
+    .option('--all', 'include retired batches')
+    .action((o: { json?: boolean; all?: boolean }, cmd: Command) => {
+      code = statusCmd(globals(cmd), o);
+    });
+
+  program
+    .command('query')
+    .description("the server's view of batches: every job's status (BOINC_QUERY_BATCHES)")
+    .argument('<batch_name...>', 'batch names')
+    .option('--json', 'machine-readable output')
+    .action(async (names: string[], o: { json?: boolean }, cmd: Command) => {
+      code = await queryCmd(globals(cmd), names, o);
+    });
+
+  program
+    .command('fetch')
+    .description('fetch the output files of a finished job (BOINC_FETCH_OUTPUT)')
+    .argument('<job_name>', 'the BOINC job name, e.g. condor#schedd#app#1796204752#12.0')
+    .option('-d, --dir <dir>', 'where outputs go (the job\'s iwd)', '.')
+    .option('--stderr <path>', "append the job's stderr to this file", '/dev/null')
+    .option('-f, --file <spec...>', 'fetch only these output files (SOME); a spec is <name> or <name>=<destination>')
+    .action(async (jobName: string, o: { dir?: string; stderr?: string; file?: string[] }, cmd: Command) => {
+      code = await fetchCmd(globals(cmd), jobName, o);
+    });
+
+  program
+    .command('abort')
+    .description('abort jobs (BOINC_ABORT_JOBS)')
+    .argument('<job_name...>', 'job names')
+    .action(async (names: string[], _o, cmd: Command) => {
+      code = await abortCmd(globals(cmd), names);
+    });
+
+  program
+    .command('retire')
+    .description('retire a batch: the server may delete its files (BOINC_RETIRE_BATCH)')
+    .argument('<batch_name>', 'batch name')
+    .action(async (name: string, _o, cmd: Command) => {
+      code = await retireCmd(globals(cmd), name);
+    });
+
+  program
+    .command('lease')
+    .description('set how long the server keeps a batch (BOINC_SET_LEASE)')
+    .argument('<batch_name>', 'batch name')
+    .option('--hours <h>', 'lease from now, in hours (default 6)', positiveNumber('--hours'))
+    .option('--until <unix_time>', 'lease until this unix time', positiveNumber('--until'))
+    .action(async (name: string, o: { hours?: number; until?: number }, cmd: Command) => {
+      code = await leaseCmd(globals(cmd), name, o);
+    });
+
+  program
+    .command('submit')
+    .description('submit an HTCondor submit description to BOINC through the GAHP, wait, and fetch outputs as HTCondor would; on a terminal, progress bars show the hashing and uploading of the inputs')
+    .argument('<submit_file>', 'HTCondor submit description (universe = grid, grid_resource = boinc <url>)')
+    .option('--no-wait', 'return once the jobs are submitted')
+    .option('--new', 'submit again as a new cluster (default: re-running the same file resumes it)')
+    .option('--poll <seconds>', 'seconds between status queries', positiveNumber('--poll'), 10)
+    .option('--timeout <seconds>', 'give up waiting after this long (exit 1)', positiveNumber('--timeout'))
+    .option('--spawn', 'run the GAHP as a child process (bin/boinc-gahp) instead of in-process; no hashing and upload progress bars then (those need the in-process GAHP: a child GAHP speaks only the protocol)')
+    .action(async (file: string, o: { wait: boolean; new?: boolean; poll: number; timeout?: number; spawn?: boolean }, cmd: Command) => {
+      const { submitCmd } = await import('./submit.js');
+      code = await submitCmd(globals(cmd), file, o);
+    });
+
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    // --help and --version exit 0; any other command-line mistake is a usage error.
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : EXIT_USAGE;
+    if (err instanceof SubmitFileError) return failure(new UsageError(err.message));
+    return failure(err);
+  }
+  return code;
+}
