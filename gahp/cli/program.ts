@@ -12,29 +12,19 @@ import { abortCmd, fetchCmd, leaseCmd, pingCmd, queryCmd, retireCmd, statusCmd }
 import { SubmitFileError } from './submit-file.js';
 import { parsePhpSize } from '../../boinc-rpc/upload-limits.js';
 
-function positiveNumber(what: string) {
+/** A commander argParser for a number: `ok` says whether it is one, else a usage error says what was expected. */
+function numberArg(what: string, expected: string, ok: (n: number, v: string) => boolean) {
   return (v: string): number => {
     const n = Number(v);
-    if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${what} must be a positive number, got "${v}"`);
+    if (!ok(n, v)) throw new UsageError(`${what} must be ${expected}, got "${v}"`);
     return n;
   };
 }
 
-function nonNegativeNumber(what: string) {
-  return (v: string): number => {
-    const n = Number(v);
-    if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw new UsageError(`${what} must be a number of seconds (0: none), got "${v}"`);
-    return n;
-  };
-}
-
-function positiveInt(what: string) {
-  return (v: string): number => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${what} must be a positive integer, got "${v}"`);
-    return n;
-  };
-}
+const positiveNumber = (what: string) => numberArg(what, 'a positive number', (n) => Number.isFinite(n) && n > 0);
+const nonNegativeNumber = (what: string) =>
+  numberArg(what, 'a number of seconds (0: none)', (n, v) => v.trim() !== '' && Number.isFinite(n) && n >= 0);
+const positiveInt = (what: string) => numberArg(what, 'a positive integer', (n) => Number.isInteger(n) && n > 0);
 
 /** A php.ini size (8M, 2M, 512K, 1G, bytes), as the project's php.ini says it. */
 function phpSize(what: string) {
