@@ -1,22 +1,38 @@
 /**
- * Appending a job instance's stderr to the file HTCondor names. For a regular file (or
- * one not there yet) the old content plus the new text is written to a temp file beside
- * it and renamed into place with the job's outputs, so a crash never leaves half an
- * append. For a device or FIFO the text is appended directly after the commit.
+ * Appending a job instance's stderr to the file HTCondor names (docs/storage.md, "Output
+ * files"). Many jobs often share one stderr file, so an append never copies what is there:
+ *
+ * - A file not there yet: the text goes to a temp file beside it, renamed into place with
+ *   the job's outputs (Staging): it appears whole, or not at all.
+ * - A regular file: the text is appended in place after the outputs are committed, as one
+ *   O_APPEND write followed by fdatasync, under a lock file beside it
+ *   (`.<name>.boinc-gahp-stderr.lock`, state-files' withLockFile), so appends of several
+ *   fetches, in this GAHP or in others, take turns and none is lost. Before writing, an
+ *   undo record (`.<name>.boinc-gahp-stderr.undo`: the file's inode and size, the text's
+ *   length) is made durable. A process killed mid-append leaves it behind, and the next
+ *   append to the file (the gridmanager repeats an unfinished fetch) first cuts the file
+ *   back to its size before the torn append: a half append is never kept, though it can be
+ *   seen until that next append. A failed write is cut back at once.
+ * - A device or FIFO (`/dev/null` for one): appended directly after the commit.
+ *
+ * As before, a fetch that completed but whose result was lost is repeated by the
+ * gridmanager and appends its stderr once more: whole appends can repeat.
  */
 import * as fsp from 'node:fs/promises';
-import type { Staging } from './staging.js';
+import * as path from 'node:path';
+import { syncDir, withLockFile, writeAll } from '../state-files.js';
 import { KeyedLock } from '../util.js';
+import type { Staging } from './staging.js';
+
+/** How long an append waits for another process's append to the same file. */
+const APPEND_LOCK_WAIT_MS = 60_000;
 
 /** Stages the append; returns work to run after the staging commit (or undefined). */
 export async function stageStderrAppend(staging: Staging, dest: string, text: string | Buffer): Promise<(() => Promise<void>) | undefined> {
   if (text.length === 0 || dest === '/dev/null') return undefined;
-  let target = dest;
   let st: import('node:fs').Stats | undefined;
   try {
     st = await fsp.stat(dest);
-    // Through a symlink, replace the file it points to, not the link.
-    target = await fsp.realpath(dest);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
@@ -24,27 +40,95 @@ export async function stageStderrAppend(staging: Staging, dest: string, text: st
     if (st.isDirectory()) throw new Error(`stderr path ${dest} is a directory`);
     return () => fsp.appendFile(dest, text);
   }
-  const tmp = staging.reserve(target);
   if (st) {
-    await fsp.copyFile(target, tmp);
-    await fsp.chmod(tmp, st.mode & 0o7777);
+    // Through a symlink, the file it points to (its lock and undo record sit beside it).
+    const target = await fsp.realpath(dest);
+    return () => appendInPlace(target, typeof text === 'string' ? Buffer.from(text, 'utf8') : text);
   }
-  const fh = await fsp.open(tmp, st ? 'a' : 'wx', 0o644);
+  const tmp = staging.reserve(dest);
+  const fh = await fsp.open(tmp, 'wx', 0o644);
   try {
     await fh.appendFile(text);
     await fh.sync();
   } finally {
     await fh.close();
   }
-  staging.stage(tmp, target);
+  staging.stage(tmp, dest);
   return undefined;
+}
+
+interface UndoRecord {
+  ino: string;
+  size: number;
+  length: number;
+}
+
+function sideFiles(target: string): { lock: string; undo: string } {
+  const base = path.join(path.dirname(target), `.${path.basename(target).slice(0, 100)}.boinc-gahp-stderr`);
+  return { lock: `${base}.lock`, undo: `${base}.undo` };
+}
+
+/** Appends buf to the regular file `target` in place, crash-safe as the header says. */
+export async function appendInPlace(target: string, buf: Buffer): Promise<void> {
+  const { lock, undo } = sideFiles(target);
+  await withLockFile(lock, async () => {
+    await undoTornAppend(target, undo);
+    const fh = await fsp.open(target, 'a');
+    try {
+      const st = await fh.stat({ bigint: true });
+      const size = Number(st.size);
+      await writeUndo(undo, { ino: String(st.ino), size, length: buf.length });
+      try {
+        await writeAll(fh, buf);
+        await fh.datasync();
+      } catch (err) {
+        // The undo record stays: if this cut fails too, the next append makes it.
+        await fh.truncate(size).catch(() => undefined);
+        throw err;
+      }
+      await fsp.rm(undo, { force: true });
+    } finally {
+      await fh.close();
+    }
+  }, { timeoutMs: APPEND_LOCK_WAIT_MS });
+}
+
+async function writeUndo(undo: string, rec: UndoRecord): Promise<void> {
+  const fh = await fsp.open(undo, 'w', 0o600);
+  try {
+    // One small write: a kill leaves it whole or not written (then no append had begun).
+    await writeAll(fh, Buffer.from(JSON.stringify(rec)));
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await syncDir(path.dirname(undo));
+}
+
+/** Cuts off an append a killed process left half done (its undo record says where it began). */
+async function undoTornAppend(target: string, undo: string): Promise<void> {
+  let rec: Partial<UndoRecord> | undefined;
+  try {
+    rec = JSON.parse(await fsp.readFile(undo, 'utf8')) as Partial<UndoRecord>;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    // Unreadable: killed while writing it, before the append began.
+  }
+  if (rec && typeof rec.size === 'number' && typeof rec.length === 'number') {
+    const st = await fsp.stat(target, { bigint: true }).catch(() => undefined);
+    const size = st === undefined ? -1 : Number(st.size);
+    // Not the same file any more (rotated away), nothing written, or all of it: nothing to cut.
+    if (st && String(st.ino) === rec.ino && size > rec.size && size < rec.size + rec.length) await fsp.truncate(target, rec.size);
+  }
+  await fsp.rm(undo, { force: true });
 }
 
 const appending = new KeyedLock();
 
 /**
- * Runs fn while holding an in-process lock on a path: two fetches appending to the same
- * stderr file must not interleave, or one append would be lost.
+ * Runs fn while holding an in-process lock on a path: two fetches of this GAHP staging,
+ * committing and appending to the same stderr file take turns (the first one creates it,
+ * the next ones append).
  */
 export function withPathLock<T>(p: string, fn: () => Promise<T>): Promise<T> {
   return appending.run(p, fn);

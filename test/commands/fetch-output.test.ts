@@ -142,6 +142,29 @@ describe('BOINC_FETCH_OUTPUT', () => {
     appends.forEach((a, i) => expect(a).toMatch(stderrFilePattern(i < 3 ? 'uppercase: 12 bytes\n' : 'uppercase: 7 bytes\n')));
   });
 
+  test('many jobs sharing one stderr file: each append whole, in place (the file is never copied), no side file left', async () => {
+    const iwd = newIwd();
+    const shared = path.join(iwd, 'all.err');
+    fs.writeFileSync(shared, 'earlier\n');
+    const ino = fs.statSync(shared).ino;
+    const ids: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      const id = env.gahp.reqId();
+      ids.push(id);
+      const job = i % 2 ? J(2) : J(1);
+      expect(await env.gahp.request(`BOINC_FETCH_OUTPUT ${id} ${esc(job)} ${esc(newIwd())} ${esc(shared)} ALL 0`)).toBe('S');
+    }
+    for (const id of ids) expect((await env.gahp.waitResult(id))[0]).toBe('NULL');
+    const text = fs.readFileSync(shared, 'latin1');
+    expect(text.startsWith('earlier\n')).toBe(true);
+    const appends = text.slice('earlier\n'.length).split(/(?<=called boinc_finish\(0\)\n)/).sort();
+    expect(appends).toHaveLength(40);
+    appends.forEach((a, i) => expect(a).toMatch(stderrFilePattern(i < 20 ? 'uppercase: 12 bytes\n' : 'uppercase: 7 bytes\n')));
+    // Appended where it is: a copy renamed over it would be another inode.
+    expect(fs.statSync(shared).ino).toBe(ino);
+    expect(listTree(iwd)).toEqual(['all.err']);
+  });
+
   test('absolute destination used as is; ALL with a spec acts as a rename; two outputs', async () => {
     const iwd = newIwd();
     const elsewhere = newIwd();
