@@ -19,7 +19,9 @@
  *     pool); and which batch to fill (staging/batch-choice.ts), from what the server
  *     (query_batch, for every name) and the ledger know of a batch of this name:
  *     - none: create it (ledger 'creating' first, then create_batch with expire_time = now +
- *       lease, then ledger 'staging' with its id, written while staging starts);
+ *       lease, then ledger 'staging' with its id, written while staging starts). For a
+ *       name the ledger does not know, create_batch does not wait for query_batch's answer;
+ *       if that shows an older batch of the name, ours is retired and that one is taken;
  *     - one in init state holding none of our jobs or only some of them (an earlier attempt
  *       died): reuse it, submitting only the missing jobs;
  *     - one holding exactly our jobs: success, nothing created;
@@ -31,8 +33,8 @@
  *  6. submit_batch into that batch id (staging/batch-calls.ts): jobs in order, job params,
  *     app_version_num; ledger 'submitted'.
  * So a warm submit (template seen before, hashes cached, files on the server, a new batch
- * name) waits for four calls one after another: query_batch (get_templates alongside),
- * create_batch, query_files, submit_batch. Commands for one batch (name,
+ * name) waits for three calls one after another: create_batch (query_batch and
+ * get_templates alongside), query_files, submit_batch. Commands for one batch (name,
  * project and account) run one at a time in this GAHP, each against the project selected
  * when its line was read. Hashing and staging report progress to services.progress, if
  * set (at a bounded rate; never on the protocol).

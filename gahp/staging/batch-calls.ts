@@ -26,6 +26,14 @@ async function pause(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /**
+ * A batch of the name exists without jobs, and its id cannot be had: query_batch died on
+ * it and query_batch2 has no ids (findBatch).
+ */
+export class BatchIdUnknownError extends Error {
+  override name = 'BatchIdUnknownError';
+}
+
+/**
  * query_batch by name: undefined when the server has no such batch. BOINC's query_batch
  * reads the output template of the batch's first job, which a batch without jobs lacks; if
  * that kills the PHP (fatal reply), query_batch2 tells whether the batch exists and which
@@ -46,7 +54,7 @@ export async function findBatch(rpc: BoincRpc, batchName: string, knownId: numbe
     }
     const jobs = (reply.batches[0]?.jobs ?? []).map((j, i) => ({ id: -1 - i, name: j.name, status: j.status }));
     if (knownId === undefined && jobs.length === 0) {
-      throw new Error(`batch ${batchName} exists on the server without jobs, but query_batch cannot give its id (${err.message})`, { cause: err });
+      throw new BatchIdUnknownError(`batch ${batchName} exists on the server without jobs, but query_batch cannot give its id (${err.message})`, { cause: err });
     }
     return { id: knownId ?? -1, name: batchName, state: jobs.length > 0 ? 1 : 0, njobs: jobs.length, jobs };
   }

@@ -6,25 +6,58 @@
  * The server is asked (query_batch) even for a name the ledger does not know: a batch made
  * behind this ledger's back (another state directory, a lost one, an earlier GAHP) and
  * left empty is resubmitted by the gridmanager, and BOINC accepts a second batch of the
- * same name while every lookup by name picks the lower id (docs/boinc-server.md): a batch
- * created next to it would hold jobs nobody ever sees. Its answer is awaited before
- * anything is created (docs/architecture.md, "Round trips").
+ * same name while every lookup by name picks the lowest id (docs/boinc-server.md): jobs in
+ * a batch created next to it would never be seen. For a name the ledger knows, the answer
+ * is awaited before anything is created. For one it does not know, create_batch does not
+ * wait for it (three sequential calls for a warm submit instead of four: docs/
+ * architecture.md, "Round trips"); the answer still decides before any file is linked to
+ * our batch or any job submitted. The cases, by when the server processed the lookup:
+ *
+ * - answered before create_batch is sent: as for a known name (nothing is created when a
+ *   batch exists);
+ * - shows no batch: processed before our create_batch committed, when no batch of the name
+ *   existed, so ours is the first of its name: go on with ours;
+ * - shows our id: ours is the lowest id of the name, the one every lookup finds: go on;
+ * - shows another id: processed before our batch existed (then the other is older), or
+ *   after (then lookups pick the other, so it is older). Either way that batch is where the
+ *   jobs must go. Ours, still empty, is retired by its id (never by name: that would hit
+ *   the other one) and the other is taken as if found first: reused, complete, or an error
+ *   (other jobs, another app). If retiring fails, ours stays empty until its lease ends;
+ *   lookups never find it;
+ * - create_batch failed but the lookup shows a batch: that one is taken as if found first.
+ *   An id create_batch's own recovery found (after an uncertain failure) is not counted as
+ *   ours: it may be the older batch, whose lease must be renewed and files linked one by one;
+ * - create_batch failed and the lookup shows none: the submit fails, as before;
+ * - the lookup failed: the submit fails. A batch we created is recorded ('staging' with its
+ *   id) for the repeat, which asks the server first (the ledger knows the name then) and
+ *   gets the lowest id of the name, ours or an older one. Except when the lookup failed
+ *   because the batch it found has no jobs and query_batch died on it (BatchIdUnknownError:
+ *   no id, it may be ours or an older one): then our id is not recorded, so no repeat takes
+ *   that batch for ours; the name fails until the batch gets jobs or is removed, as it did
+ *   before for an empty batch behind the ledger on such a server.
+ *
+ * A crash after create_batch and before retiring ours leaves the ledger at 'creating': the
+ * repeat asks first and takes the batch lookups find; ours stays empty until its lease ends.
  */
 import type { BoincRpc, QueryBatchReply } from '../../boinc-rpc/types.js';
 import type { Logger } from '../log.js';
 import type { LedgerBatch, LedgerBatchPatch } from '../ledger/types.js';
 import type { SubmitJobSpec, SubmitRequest } from './parse.js';
-import { createBatch, findBatch, settledBatch } from './batch-calls.js';
-import { SubmitError, step } from './steps.js';
+import { BatchIdUnknownError, createBatch, findBatch, settledBatch } from './batch-calls.js';
+import { SubmitError, reason, step, stepError } from './steps.js';
 
 /** query_batch for the batch name, sent when the command starts. */
 export class BatchLookup {
   readonly answer: Promise<QueryBatchReply | undefined>;
+  /** Whether the answer (or failure) has come. */
+  answered = false;
 
   constructor(rpc: BoincRpc, batchName: string, knownId: number | undefined, signal: AbortSignal) {
     this.answer = findBatch(rpc, batchName, knownId, signal);
-    // Awaited later, or never when an earlier step fails.
-    this.answer.catch(() => undefined);
+    this.answer.then(
+      () => (this.answered = true),
+      () => (this.answered = true),
+    );
   }
 }
 
@@ -60,6 +93,10 @@ const LOOKUP_STEP = 'looking for an existing batch (query_batch)';
 const leaseEnd = (c: BatchChoiceContext) => Math.floor(Date.now() / 1000) + c.leaseSeconds;
 
 export async function chooseBatch(c: BatchChoiceContext): Promise<BatchChoice> {
+  if (c.record === undefined && !c.lookup.answered) {
+    await recordCreating(c);
+    if (!c.lookup.answered) return createAlongsideLookup(c);
+  }
   const existing = await step(LOOKUP_STEP, () => c.lookup.answer);
   if (existing) return takeExisting(c, existing);
   await recordCreating(c);
@@ -82,6 +119,40 @@ function recordStaging(c: BatchChoiceContext, batchId: number, expireTime: numbe
   const recorded = c.recordBatch({ state: 'staging', batchId, leaseExpiresAt: expireTime });
   recorded.catch(() => undefined);
   return recorded;
+}
+
+/** create_batch sent without waiting for the lookup; the lookup's answer decides (see the header). */
+async function createAlongsideLookup(c: BatchChoiceContext): Promise<BatchChoice> {
+  const expireTime = leaseEnd(c);
+  const [made, found] = await Promise.allSettled([createBatch(c.rpc, c.req, expireTime, c.signal), c.lookup.answer]);
+  if (found.status === 'rejected') {
+    if (made.status === 'rejected') throw stepError('create_batch', made.reason);
+    if (!(found.reason instanceof BatchIdUnknownError)) await recordStaging(c, made.value.batchId, expireTime).catch(() => undefined);
+    throw stepError(LOOKUP_STEP, found.reason);
+  }
+  const ours = made.status === 'fulfilled' && !made.value.recovered ? made.value.batchId : undefined;
+  const existing = found.value;
+  if (existing && existing.id !== ours) {
+    if (ours !== undefined) await retireOurs(c, ours, existing);
+    return takeExisting(c, existing);
+  }
+  if (made.status === 'rejected') throw stepError('create_batch', made.reason);
+  return { kind: 'new', batchId: made.value.batchId, staging: recordStaging(c, made.value.batchId, expireTime) };
+}
+
+/**
+ * Retires the batch this command just made, by its id: another batch of the name is the
+ * one lookups find. Ours holds no job and no file is linked to it yet; if retiring fails
+ * it stays empty until its lease ends (lookups still find the other).
+ */
+async function retireOurs(c: BatchChoiceContext, ours: number, other: QueryBatchReply): Promise<void> {
+  c.log.info(`${c.tag}: batch ${other.id} of this name already exists on the server (made before ours, ${ours}): ${ours} is retired, the jobs go into ${other.id}`);
+  try {
+    await c.rpc.retireBatch({ batchId: ours, signal: c.signal });
+  } catch (err) {
+    c.signal.throwIfAborted();
+    c.log.warn(`${c.tag}: retiring the batch ${ours} made by this submit failed (${reason(err)}); it stays empty until its lease ends`);
+  }
 }
 
 /** A batch of this name exists: it is complete, reusable (init state, only our jobs), or an error. */
