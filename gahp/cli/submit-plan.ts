@@ -14,14 +14,22 @@ import { UsageError, projectFrom, type GlobalOptions } from './subcommands.js';
 import { defaultStateDir } from './settings.js';
 import { SubmitStore, type SubmitRecord } from './submit-state.js';
 
-/** The schedd part of batch names: stable per machine. */
-function scheddName(): string {
+/**
+ * The schedd part of batch names: stable per machine and state directory. The state
+ * directory plays the schedd: it hands out cluster ids and creation times (one second apart
+ * at least, submit-state.ts), so its names never repeat. Two state directories (two users on
+ * one host, or one user's two) could make the same `<app>#<time>` in the same second, and
+ * BOINC would take the second create_batch for a batch of the first's name: so the
+ * directory is in the name too, as a short hash of its absolute path.
+ */
+function scheddName(stateDir: string): string {
   const host = os.hostname().replace(/[^A-Za-z0-9.-]/g, '-') || 'localhost';
-  return `boinc-gahp@${host}`;
+  const dirId = createHash('sha256').update(path.resolve(stateDir)).digest('hex').slice(0, 8);
+  return `boinc-gahp-${dirId}@${host}`;
 }
 
-function batchName(app: string, createdAt: number): string {
-  return `condor#${scheddName()}#${app}#${createdAt}`;
+function batchName(stateDir: string, app: string, createdAt: number): string {
+  return `condor#${scheddName(stateDir)}#${app}#${createdAt}`;
 }
 
 function jobName(batch: string, cluster: number, proc: number): string {
@@ -79,7 +87,7 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean)
 
   const rec = known ?? (await store.take(key, fresh, (cluster, createdAt) => {
     const batches: Record<string, string> = {};
-    for (const p of desc.procs) batches[p.app] ??= batchName(p.app, createdAt);
+    for (const p of desc.procs) batches[p.app] ??= batchName(stateDir, p.app, createdAt);
     return { key, submitFile: abs, cluster, createdAt, batches, submitted: [], retired: [], fetched: [], failed: {}, leaseUntil: {} };
   }));
   if (rec.cluster !== tentativeCluster) {
@@ -93,7 +101,7 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean)
     let procs = procsByApp.get(p.app);
     if (!procs) procsByApp.set(p.app, (procs = []));
     procs.push(p);
-    const batch = (rec.batches[p.app] ??= batchName(p.app, rec.createdAt));
+    const batch = (rec.batches[p.app] ??= batchName(stateDir, p.app, rec.createdAt));
     procByJob.set(jobName(batch, rec.cluster, p.proc), p);
   }
   return { file, stateDir, project, store, rec, procsByApp, procByJob };

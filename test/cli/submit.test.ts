@@ -107,7 +107,7 @@ test('a submit file using every supported command runs, outputs land where HTCon
 
   // Batch names as the gridmanager makes them; job names end with #<cluster>.<proc>.
   const batches = server.batches().filter((b) => b.owner !== undefined);
-  const ours = batches.filter((b) => /^condor#boinc-gahp@[^#]+#(concat|uppercase)#[0-9]+$/.test(b.name));
+  const ours = batches.filter((b) => /^condor#boinc-gahp-[0-9a-f]{8}@[^#]+#(concat|uppercase)#[0-9]+$/.test(b.name));
   expect(ours.map((b) => b.app).sort()).toEqual(['concat', 'uppercase']);
   expect(ours.flatMap((b) => b.jobNames.map((j) => j.slice(j.lastIndexOf('#') + 1))).sort()).toEqual(['1.0', '1.1', '1.2', '1.3', '1.4', '1.5']);
   expect(ours.every((b) => b.state === 4)).toBe(true); // retired
@@ -220,9 +220,33 @@ test('two submits started together take different clusters and batches', async (
   expect(new Set(batches).size).toBe(2);
 });
 
+test('two state directories submitting the same app in the same second get batches of their own', async () => {
+  // Each state directory hands out cluster 1 and a time of this second: without the
+  // directory in the batch name both would name the same batch, and BOINC would hold two
+  // batches of one name (lookups by name find only the first).
+  fs.writeFileSync(path.join(dir, 'in.txt'), 'twin\n');
+  fs.writeFileSync(path.join(dir, 'job.sub'), [
+    'executable = uppercase',
+    `grid_resource = boinc ${server.url}`,
+    'boinc_authenticator_file = auth.txt',
+    'transfer_input_files = in.txt',
+    'queue',
+  ].join('\n'));
+  const run = (stateDir: string) =>
+    runCli(['--state-dir', path.join(dir, stateDir), 'submit', 'job.sub', '--no-wait'], { cwd: dir });
+  const [a, b] = await Promise.all([run('state-a'), run('state-b')]);
+  expect([a.code, b.code]).toEqual([0, 0]);
+  const names = [a.stdout, b.stdout].map((o) => /^batch (\S+)$/m.exec(o)![1]!);
+  expect(names[0]).not.toBe(names[1]);
+  for (const name of names) {
+    const onServer = server.batches().filter((x) => x.name === name);
+    expect(onServer).toHaveLength(1);
+    expect(onServer[0]!.jobNames).toHaveLength(1);
+  }
+});
+
 test('a batch recorded as submitted that the server does not have is submitted again (its "no batch named" result), then waited for and fetched', async () => {
-  // A server of its own: the batch name is made of app and second, which an earlier test's
-  // batch on the shared server may already have.
+  // A server of its own, holding no other test's batches.
   const own = await startTestServer({ autoCompleteSeconds: 0.2 });
   try {
     await resubmitsLostBatch(own);
