@@ -3,7 +3,7 @@
  * when its identity (dev, ino, size, mtime, ctime: hash-key.ts) is unchanged; else, when
  * the rest is small, on the main thread (hash-file.ts), and otherwise by a pool of worker
  * threads streaming the files (hash-worker.ts). The pool starts on demand and its threads
- * exit after a while idle.
+ * exit half a second after their last file.
  */
 import type { Worker } from 'node:worker_threads';
 import type * as fs from 'node:fs';
@@ -44,7 +44,14 @@ export class HashPool {
   private idleTimer: NodeJS.Timeout | undefined;
   private readonly script = new URL('./hash-worker.js', import.meta.url);
 
-  constructor(private readonly maxWorkers: number, private readonly idleMs = 15_000) {}
+  /**
+   * `idleMs`: the threads exit this long after their last file. Short, because the hashing
+   * of a submit is followed by its uploads and submit_batch, seconds for a big batch, which
+   * need none of the ~8 MiB each thread holds (a cold submit of 2,000 jobs over 500 x 1 MiB
+   * peaked at 106 MiB with 15 s, 91 with 0.1 s: test/bench, submit_rss_mb); long enough
+   * that hashing in pieces (the stager's batches, submits arriving together) keeps them.
+   */
+  constructor(private readonly maxWorkers: number, private readonly idleMs = 500) {}
 
   /** Hashes the paths (in any order inside; results in input order). */
   async hash(paths: readonly string[], signal?: AbortSignal, onResults?: (results: WorkerHashResult[]) => void): Promise<WorkerHashResult[]> {
