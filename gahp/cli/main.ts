@@ -9,7 +9,8 @@
  * other command line), which keeps the gridmanager's GAHP small (docs/architecture.md,
  * "Round trips and memory").
  *
- * Exit codes: 0 success; 1 failure reported by the GAHP/BOINC; 2 usage or configuration error.
+ * Exit codes: 0 success; 1 failure reported by the GAHP/BOINC; 2 usage or configuration error;
+ * 70 an internal error (an uncaught exception or unhandled rejection: run-gahp.ts).
  */
 import { runGahp } from './run-gahp.js';
 import { plainGahpOptions } from './gahp-args.js';
