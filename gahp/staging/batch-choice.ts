@@ -9,9 +9,10 @@
  * same name while every lookup by name picks the lowest id (docs/boinc-server.md): jobs in
  * a batch created next to it would never be seen. For a name the ledger knows, the answer
  * is awaited before anything is created. For one it does not know, create_batch does not
- * wait for it (three sequential calls for a warm submit instead of four: docs/
- * architecture.md, "Round trips"); the answer still decides before any file is linked to
- * our batch or any job submitted. The cases, by when the server processed the lookup:
+ * wait for it (three sequential calls for a warm submit instead of four: "Round trips" in
+ * docs/architecture.md); the answer still decides before any file is linked to our batch
+ * or any job submitted. The cases, by when the server processed the lookup (all rest on
+ * lookups by name picking the lowest id, as measured on the real server):
  *
  * - answered before create_batch is sent: as for a known name (nothing is created when a
  *   batch exists);
