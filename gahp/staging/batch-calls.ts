@@ -34,10 +34,11 @@ export class BatchIdUnknownError extends Error {
 }
 
 /**
- * query_batch by name: undefined when the server has no such batch. BOINC's query_batch
- * reads the output template of the batch's first job, which a batch without jobs lacks; if
- * that kills the PHP (fatal reply), query_batch2 tells whether the batch exists and which
- * jobs it holds, and the id comes from the ledger (knownId).
+ * query_batch by name: undefined when the server has no such batch. Today's BOINC answers
+ * an empty batch like any other; servers from before 2017 read the output template of the
+ * batch's first job, which a batch without jobs lacks, and die (fatal reply,
+ * docs/boinc-server.md). Then query_batch2 tells whether the batch exists and which jobs it
+ * holds, and the id comes from the ledger (knownId).
  */
 export async function findBatch(rpc: BoincRpc, batchName: string, knownId: number | undefined, signal: AbortSignal | undefined): Promise<QueryBatchReply | undefined> {
   try {

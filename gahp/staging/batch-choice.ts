@@ -32,10 +32,11 @@
  * - the lookup failed: the submit fails. A batch we created is recorded ('staging' with its
  *   id) for the repeat, which asks the server first (the ledger knows the name then) and
  *   gets the lowest id of the name, ours or an older one. Except when the lookup failed
- *   because the batch it found has no jobs and query_batch died on it (BatchIdUnknownError:
- *   no id, it may be ours or an older one): then our id is not recorded, so no repeat takes
- *   that batch for ours; the name fails until the batch gets jobs or is removed, as it did
- *   before for an empty batch behind the ledger on such a server.
+ *   because the batch it found has no jobs and query_batch died on it (BatchIdUnknownError,
+ *   only on BOINC servers from before 2017: docs/boinc-server.md; no id, it may be ours or
+ *   an older one): then our id is not recorded, so no repeat takes that batch for ours; the
+ *   name fails until the batch gets jobs or is removed, as it did before for an empty batch
+ *   behind the ledger on such a server.
  *
  * A crash after create_batch and before retiring ours leaves the ledger at 'creating': the
  * repeat asks first and takes the batch lookups find; ours stays empty until its lease ends.
