@@ -1,8 +1,9 @@
 /**
  * The GAHP's own command line without commander (gahp/cli/gahp-args.ts): a plain line
- * gives the same options main.ts's commander definitions give; everything else is left to
+ * gives the same options program.ts's commander definitions give; everything else is left to
  * commander (undefined), so its messages and exit codes stay the only ones. And the real
- * GAHP started that way, as HTCondor starts it, never loads commander.
+ * GAHP started that way, as HTCondor starts it, never loads commander, nor the modules
+ * only some runs need (docs/architecture.md, "Round trips and memory").
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -82,5 +83,43 @@ test('the GAHP as HTCondor starts it answers without loading commander; a bad va
     expect(bad.err).toContain('commander loaded: true');
   } finally {
     fs.rmSync(stateDir, { recursive: true, force: true });
+  }
+}, 30_000);
+
+test('the GAHP as HTCondor starts it loads no CLI subcommands and no BOINC_FETCH_OUTPUT modules until a fetch comes', async () => {
+  const dir = makeTempDir('boinc-gahp-modules-');
+  const log = path.join(dir, 'modules.log');
+  // A module loader hook (node:module register) that writes down every file module loaded.
+  fs.writeFileSync(path.join(dir, 'hooks.mjs'), `import * as fs from 'node:fs';
+export async function load(url, context, next) {
+  if (url.startsWith('file:')) fs.appendFileSync(${JSON.stringify(log)}, url + '\\n');
+  return next(url, context);
+}
+`);
+  fs.writeFileSync(path.join(dir, 'register.mjs'), "import { register } from 'node:module';\nregister('./hooks.mjs', import.meta.url);\n");
+  try {
+    const run = (input: string) =>
+      new Promise<{ code: number | null; out: string; loaded: string[] }>((resolve) => {
+        fs.rmSync(log, { force: true });
+        const child = spawn(process.execPath, ['--import', path.join(dir, 'register.mjs'), GAHP_BIN, '--state-dir', path.join(dir, 'state')], { stdio: ['pipe', 'pipe', 'ignore'] });
+        let out = '';
+        child.stdout.on('data', (d) => (out += d));
+        child.on('close', (code) => resolve({ code, out, loaded: fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n') : [] }));
+        child.stdin.end(input);
+      });
+    const startup = 'COMMANDS\nRESPONSE_PREFIX GAHP:\nASYNC_MODE_ON\nBOINC_SELECT_PROJECT http://127.0.0.1:9/ x\n';
+    const idle = await run(startup + 'QUIT\n');
+    expect(idle.code).toBe(0);
+    // The hook sees the GAHP's modules (BOINC_SUBMIT's are loaded at start-up on purpose).
+    expect(idle.loaded.some((u) => u.endsWith('/dist/gahp/commands/submit.js'))).toBe(true);
+    const lazy = ['/dist/gahp/cli/program.js', '/dist/gahp/cli/subcommands.js', '/dist/gahp/cli/gahp-client.js', '/dist/gahp/commands/fetch-output.js', '/dist/gahp/output/', '/commander/'];
+    expect(idle.loaded.filter((u) => lazy.some((l) => u.includes(l)))).toEqual([]);
+    // The first fetch loads its module and runs (no such project: an error result, not a crash).
+    const fetch = await run(startup + `BOINC_FETCH_OUTPUT 7 job_1 ${dir} /dev/null ALL 0\n` + 'QUIT\n');
+    expect(fetch.code).toBe(0);
+    expect(fetch.out).toContain('GAHP:S\n');
+    expect(fetch.loaded.some((u) => u.endsWith('/dist/gahp/commands/fetch-output.js'))).toBe(true);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 }, 30_000);
