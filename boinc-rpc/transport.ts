@@ -21,6 +21,7 @@ import { pipeline } from 'node:stream/promises';
 import { BoincRpcError } from './errors.js';
 import { xmlEscape } from './xml.js';
 import { ErrorBodyCheck, ErrorBodyFound, MAX_REDIRECTS, REDIRECTS, readSome, redirectTarget, stripTags } from './download-body.js';
+import { redactBoincCredentials } from './redact.js';
 import { Retries, sleep, type RetryPolicy } from './retry.js';
 import { Agents, FileChangedError, HttpFailure, HttpTimeout, ReplyTooLarge, getStream, postMultipart, type FilePart } from './http.js';
 
@@ -74,14 +75,13 @@ export class Transport {
     this.secrets = a ? [...new Set([a, encodeURIComponent(a), xmlEscape(a)])].filter((s) => s.length > 0) : [];
   }
 
-  /** Removes the authenticator (raw, URL- or XML-encoded) and any auth_str= value. */
+  /** Removes the authenticator (raw, URL- or XML-encoded) and whatever stands where BOINC's wire format carries one. */
   redact(s: string): string {
     let out = s;
     for (const secret of this.secrets) {
       if (out.includes(secret)) out = out.split(secret).join('***');
     }
-    if (out.includes('auth_str=')) out = out.replace(/auth_str=[^&\s"'<>]*/g, 'auth_str=***');
-    return out;
+    return redactBoincCredentials(out);
   }
 
   private log(line: string): void {
