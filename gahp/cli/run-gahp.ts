@@ -122,7 +122,8 @@ export function startGahp(opts: GahpRunOptions = {}): RunningGahp {
 
 /**
  * The exit status after an internal error: an exception nobody caught or a rejection nobody
- * handled (sysexits' EX_SOFTWARE; main.ts's 0, 1 and 2 are answers to the user).
+ * handled (sysexits' EX_SOFTWARE; options.ts's EXIT_OK, EXIT_FAILED and EXIT_USAGE are answers
+ * to the user).
  */
 export const EXIT_INTERNAL_ERROR = 70;
 
