@@ -12,6 +12,7 @@ import { BoincClient } from '../../boinc-rpc/client.js';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import type { BoincClientOptions } from '../../boinc-rpc/types.js';
 import { startTestServer, type ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
+import { rejection } from '../support/rpc-errors.js';
 
 let server: ExtendedTestBoincServer;
 let tmp: string;
@@ -31,16 +32,6 @@ function client(extra: Partial<BoincClientOptions> = {}): BoincClient {
   });
   clients.push(c);
   return c;
-}
-
-async function rejection(p: Promise<unknown>): Promise<BoincRpcError> {
-  try {
-    await p;
-  } catch (e) {
-    expect(e).toBeInstanceOf(BoincRpcError);
-    return e as BoincRpcError;
-  }
-  throw new Error('expected the call to fail');
 }
 
 function writeTmp(content: string | Buffer): { path: string; physName: string } {

@@ -2,20 +2,10 @@
  * The data a BoincRpcError carries for code that decides what to do (RpcErrorCode), read
  * where the reply is parsed, on real-shaped replies; the message stays the server's text.
  */
-import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { checkReply, serverErrorData } from '../../boinc-rpc/xml.js';
+import { rejectOf } from '../support/rpc-errors.js';
 
 const HEADER = '<?xml version="1.0" encoding="ISO-8859-1" ?>\n';
-
-function rejectOf(f: () => unknown): BoincRpcError {
-  try {
-    f();
-  } catch (e) {
-    expect(e).toBeInstanceOf(BoincRpcError);
-    return e as BoincRpcError;
-  }
-  throw new Error('expected a BoincRpcError');
-}
 
 /** A PHP fatal `Duplicate entry` reply as the real server prints it (docs/boinc-server.md). */
 function duplicateReply(root: string, entry: string, key: string): string {

@@ -2,7 +2,6 @@
  * The reply reader and request builder, on real-shaped samples (as BOINC's PHP prints them:
  * Latin-1 bytes, unescaped error text, PHP warnings, fatal errors cutting the reply short).
  */
-import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { checkReply, decodeEntities, decodeServerText, extractError, stripHtml, XmlRequest, xmlEscape } from '../../boinc-rpc/xml.js';
 import {
   decodeStderr,
@@ -14,6 +13,7 @@ import {
   parseSuccess,
   parseTemplates,
 } from '../../boinc-rpc/replies.js';
+import { rejectOf } from '../support/rpc-errors.js';
 
 const HEADER = '<?xml version="1.0" encoding="ISO-8859-1" ?>\n';
 const DEPRECATED =
@@ -22,16 +22,6 @@ const DEPRECATED =
 
 function latin1(s: string): Buffer {
   return Buffer.from(s, 'latin1');
-}
-
-function rejectOf(f: () => unknown): BoincRpcError {
-  try {
-    f();
-  } catch (e) {
-    expect(e).toBeInstanceOf(BoincRpcError);
-    return e as BoincRpcError;
-  }
-  throw new Error('expected a BoincRpcError');
 }
 
 describe('request building', () => {

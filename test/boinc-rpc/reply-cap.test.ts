@@ -10,7 +10,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { BoincClient, DEFAULT_MAX_REPLY_BYTES } from '../../boinc-rpc/client.js';
-import { BoincRpcError } from '../../boinc-rpc/errors.js';
+import { rejection } from '../support/rpc-errors.js';
 
 type Mode = 'ok' | 'stream' | 'announced';
 
@@ -34,16 +34,6 @@ function client(extra: { maxReplyBytes?: number } = {}): BoincClient {
   const c = new BoincClient({ projectUrl: url, authenticator: 'secret-auth', timeoutMs: 10_000, retries: 3, retryBaseMs: 5, maxReplyBytes: LIMIT, ...extra });
   clients.push(c);
   return c;
-}
-
-async function rejection(p: Promise<unknown>): Promise<BoincRpcError> {
-  try {
-    await p;
-  } catch (e) {
-    expect(e).toBeInstanceOf(BoincRpcError);
-    return e as BoincRpcError;
-  }
-  throw new Error('expected the call to fail');
 }
 
 /** Writes noise until STREAM_TOTAL or until the client goes away. */
