@@ -19,8 +19,12 @@ import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import { pidAlive, sleep } from './util.js';
 
-/** A temp name beside `file`, unique to this process and call. */
-export function tempPathBeside(file: string): string {
+/**
+ * A temp name beside `file`, unique to this process and call, for content put in place whole
+ * (a replace, a lock file linked into place). Output files use output/staging.ts's hidden
+ * `.part` names instead, which its clean-up recognises.
+ */
+function tempBeside(file: string): string {
   return `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
 }
 
@@ -65,7 +69,7 @@ export async function replaceFile(
   content: string | Uint8Array | AsyncIterable<string | Uint8Array> | Iterable<string | Uint8Array>,
   opts: ReplaceOptions = {},
 ): Promise<number> {
-  const tmp = tempPathBeside(file);
+  const tmp = tempBeside(file);
   const fh = await fsp.open(tmp, 'wx', opts.mode ?? 0o600);
   let bytes = 0;
   try {
@@ -91,7 +95,7 @@ export async function replaceFile(
 
 /** replaceFile with synchronous calls (no event loop to keep free: scripts, tools, tests). */
 export function replaceFileSync(file: string, content: string | Uint8Array | Iterable<string | Uint8Array>, mode = 0o600): number {
-  const tmp = tempPathBeside(file);
+  const tmp = tempBeside(file);
   let fd: number | undefined = fs.openSync(tmp, 'wx', mode);
   let bytes = 0;
   try {
@@ -231,7 +235,7 @@ function ageMs(file: string): number {
 
 /** Links a complete file naming this process to `lockFile`: false when the lock exists. */
 function linkLock(lockFile: string): boolean {
-  const tmp = tempPathBeside(lockFile);
+  const tmp = tempBeside(lockFile);
   fs.writeFileSync(tmp, String(process.pid), { mode: 0o600 });
   try {
     fs.linkSync(tmp, lockFile);
