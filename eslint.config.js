@@ -22,11 +22,9 @@ export default tseslint.config(
       // rest is handled on purpose).
       '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
       '@typescript-eslint/only-throw-error': 'error',
-      // `let x; ... use x in a closure ...; x = ...` is how a callback is wired up after the
-      // closure that calls it exists (commands/submit.ts feeds hashes to the stager).
       // Passing on what was caught (unknown) is fine; making up a non-Error reason is not.
       '@typescript-eslint/prefer-promise-reject-errors': ['error', { allowThrowingAny: true, allowThrowingUnknown: true }],
-      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
+      'prefer-const': 'error',
     },
   },
   {
