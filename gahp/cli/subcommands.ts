@@ -10,12 +10,10 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
 import { defaultStateDir, readAuthenticator, UsageError } from './settings.js';
-import { EXIT_FAILED, EXIT_OK, EXIT_USAGE, makeLogger, runOptions, type GlobalOptions } from './options.js';
+import { EXIT_FAILED, EXIT_OK, runOptions, type GlobalOptions } from './options.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';
 import type { LedgerBatch } from '../ledger/types.js';
 import { ProgressLine } from './progress.js';
-
-export { EXIT_OK, EXIT_FAILED, EXIT_USAGE, UsageError, readAuthenticator, makeLogger, runOptions, type GlobalOptions };
 
 export interface Project {
   url: string;

@@ -10,7 +10,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseSubmitDescription, SubmitFileError, type SubmitDescription, type SubmitProc } from './submit-file.js';
-import { UsageError, projectFrom, type GlobalOptions } from './subcommands.js';
+import type { GlobalOptions } from './options.js';
+import { UsageError } from './settings.js';
+import { projectFrom } from './subcommands.js';
 import { defaultStateDir } from './settings.js';
 import { SubmitStore, type SubmitRecord } from './submit-state.js';
 

@@ -16,7 +16,7 @@
  */
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
 import { fetchOutputSpec } from './submit-file.js';
-import { EXIT_FAILED, EXIT_OK, runOptions, type GlobalOptions } from './subcommands.js';
+import { EXIT_FAILED, EXIT_OK, runOptions, type GlobalOptions } from './options.js';
 import { ProgressLine, SubmitProgressView } from './progress.js';
 import { planSubmit, submitArgs, type SubmitPlan } from './submit-plan.js';
 import type { SubmitRecord } from './submit-state.js';
