@@ -1,7 +1,7 @@
 /**
  * Small helpers every part of the GAHP uses, in one place so they behave the same
  * everywhere: waiting (abortable), yielding to the event loop, one-at-a-time work per key,
- * and whether a process is alive.
+ * whether a process is alive, and the text of whatever was thrown.
  *
  * On abort, `sleep` returns early and never rejects: each caller then reports the abort in
  * its own terms (a BoincRpcError, a staging or submit error); `untilAborted` rejects, for
@@ -29,6 +29,11 @@ export function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<
 export function abortReason(signal: AbortSignal): Error {
   const r: unknown = signal.reason;
   return r instanceof Error ? r : new Error(typeof r === 'string' && r ? r : 'aborted');
+}
+
+/** An error's message, or whatever was thrown as text (for log lines and error messages). */
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 /** Lets the event loop run (I/O, timers, other requests) before long CPU work goes on. */

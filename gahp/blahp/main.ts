@@ -17,6 +17,7 @@ import { blahpJobId, jobNameFromId } from './names.js';
 import { cancelledFile } from './records.js';
 import { statusLines } from './status.js';
 import { writeJsonAtomic } from './state.js';
+import { errorMessage } from '../util.js';
 
 const USAGE = 'usage: boinc-gahp blahp <submit|status|cancel|hold|resume|ping|fetch> ... | boinc-gahp blahp install <libexec dir> [--force]';
 
@@ -25,10 +26,6 @@ function write(stream: NodeJS.WriteStream, text: string): Promise<void> {
     if (text === '') return resolve();
     stream.write(text, () => resolve());
   });
-}
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /** blahpd's escaping for a result token: spaces (and backslashes) escaped. */
@@ -83,7 +80,7 @@ async function installAction(rest: string[]): Promise<number> {
     await write(process.stdout, written.map((f) => `wrote ${f}\n`).join(''));
     return 0;
   } catch (err) {
-    await write(process.stderr, `boinc-gahp blahp install: ${message(err)}\n`);
+    await write(process.stderr, `boinc-gahp blahp install: ${errorMessage(err)}\n`);
     return 1;
   }
 }
@@ -95,7 +92,7 @@ async function submitAction(rest: string[]): Promise<number> {
     await write(process.stdout, `BLAHP_JOBID_PREFIX${blahpJobId(name)}\n`);
     return 0;
   } catch (err) {
-    await write(process.stderr, `boinc_submit.sh: ${message(err)}\n`);
+    await write(process.stderr, `boinc_submit.sh: ${errorMessage(err)}\n`);
     return err instanceof BlahpConfigError ? 2 : 1;
   }
 }
@@ -106,7 +103,7 @@ async function statusAction(rest: string[]): Promise<number> {
   try {
     lines = await withContext((ctx) => statusLines(ctx, ids));
   } catch (err) {
-    lines = ids.map(() => errorLine(message(err)));
+    lines = ids.map(() => errorLine(errorMessage(err)));
   }
   await write(process.stdout, lines.map((l) => `${l}\n`).join(''));
   return 0;
@@ -132,12 +129,12 @@ async function cancelAction(rest: string[]): Promise<number> {
           out += `${prefix} 0 No\\ error\n`;
         } catch (err) {
           if (rest.length === 1) throw err;
-          out += `${prefix} 1 ${escapeToken(message(err))}\n`;
+          out += `${prefix} 1 ${escapeToken(errorMessage(err))}\n`;
         }
       }
     });
   } catch (err) {
-    failed = message(err);
+    failed = errorMessage(err);
   }
   if (failed !== undefined) {
     await write(process.stderr, `boinc_cancel.sh: ${failed}\n`);
@@ -154,7 +151,7 @@ async function pingAction(): Promise<number> {
     await withContext(async (ctx) => pingCommand(await ctx.services()).run(await ctx.bound({}), ctx.handler('ping', 25_000)));
     line = '0 No error';
   } catch (err) {
-    line = `1 ${message(err).replace(/[\r\n]+/g, ' ')}`;
+    line = `1 ${errorMessage(err).replace(/[\r\n]+/g, ' ')}`;
   }
   await write(process.stdout, `${line}\n`);
   return 0;

@@ -34,7 +34,7 @@ import type { BlahpContext } from './context.js';
 import { appProblem, jobName, newBatchName, newSubmitKey, type ParsedJobName } from './names.js';
 import { ensureDir, exists, readJson, writeJsonAtomic } from './state.js';
 import { tryLockFile, unlockFile } from '../state-files.js';
-import { pidAlive, sleep } from '../util.js';
+import { pidAlive, sleep, errorMessage } from '../util.js';
 import { batchFile, cancelledFile, jobSpecFile, type BatchRecord, type Claim, type FinalRecord, type JobSpec } from './records.js';
 import { BlahpUsageError, inputPaths, outputSpecs, parseSubmitArgv, readListFile, show } from './submit-args.js';
 
@@ -263,7 +263,7 @@ async function submitClaimed(ctx: BlahpContext, batch: string): Promise<void> {
     ctx.log.info(`blahp submit: batch ${batch}: ${jobs.length} jobs submitted in ${now - t0} ms`);
     if (orphans.length > 0) await abortOrphans(ctx, orphans);
   } catch (err) {
-    const msg = err instanceof Error ? err.message : String(err);
+    const msg = errorMessage(err);
     writeJsonAtomic(file, { ...rec, state: 'failed', error: `BOINC_SUBMIT of batch ${batch} (${jobs.length} jobs) failed: ${msg}` } satisfies BatchRecord);
     ctx.log.error(`blahp submit: batch ${batch} failed: ${msg}`);
   }

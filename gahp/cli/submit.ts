@@ -20,7 +20,7 @@ import { EXIT_FAILED, EXIT_OK, runOptions, type GlobalOptions } from './options.
 import { ProgressLine, SubmitProgressView } from './progress.js';
 import { planSubmit, submitArgs, type SubmitPlan } from './submit-plan.js';
 import type { SubmitRecord } from './submit-state.js';
-import { sleep } from '../util.js';
+import { errorMessage, sleep } from '../util.js';
 
 export interface SubmitOptions {
   wait: boolean;
@@ -57,10 +57,6 @@ function parseQueryResult(tokens: string[], nbatches: number): { serverTime: str
     batches.push(jobs);
   }
   return { serverTime, batches };
-}
-
-function errMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ? word : many}`;
@@ -225,7 +221,7 @@ class SubmitRun {
       try {
         await this.setLease(batch);
       } catch (err) {
-        this.progress.log(`lease renewal of ${batch} failed (will retry): ${errMessage(err)}`);
+        this.progress.log(`lease renewal of ${batch} failed (will retry): ${errorMessage(err)}`);
       }
     }
   }
@@ -246,7 +242,7 @@ class SubmitRun {
       const missing = err instanceof GahpResultError ? err.missingBatch : undefined;
       const app = missing !== undefined ? [...this.plan.procsByApp.keys()].find((a) => this.rec.batches[a] === missing) : undefined;
       if (missing === undefined || app === undefined) {
-        this.progress.log(`status query failed (will retry): ${errMessage(err)}`);
+        this.progress.log(`status query failed (will retry): ${errorMessage(err)}`);
         return 'poll-again';
       }
       if (this.rec.fetched.length === 0 && Object.keys(this.rec.failed).length === 0) {
@@ -301,7 +297,7 @@ class SubmitRun {
       const n = (this.fetchTries.get(job) ?? 0) + 1;
       this.fetchTries.set(job, n);
       if (n >= FETCH_ATTEMPTS) {
-        this.rec.failed[job] = `fetching outputs failed: ${errMessage(err)}`;
+        this.rec.failed[job] = `fetching outputs failed: ${errorMessage(err)}`;
         this.progress.log(`job ${this.rec.cluster}.${p.proc}: ${this.rec.failed[job]}`);
       }
     }
@@ -318,7 +314,7 @@ class SubmitRun {
       try {
         await this.client.call('BOINC_RETIRE_BATCH', [batch]);
       } catch (err) {
-        this.progress.log(`retiring ${batch} failed (ignored, as HTCondor does): ${errMessage(err)}`);
+        this.progress.log(`retiring ${batch} failed (ignored, as HTCondor does): ${errorMessage(err)}`);
       }
       this.rec.retired.push(batch);
       await this.plan.store.save(this.rec);

@@ -59,9 +59,9 @@ import { parseSubmitArgs, type SubmitJobSpec, type SubmitRequest } from '../stag
 import { physName } from '../staging/plan.js';
 import { PhaseProgress } from '../staging/progress.js';
 import { HashFeed, stageInputs, type UploadSettings } from '../staging/stage-inputs.js';
-import { SubmitError, reason, step } from '../staging/steps.js';
+import { SubmitError, step } from '../staging/steps.js';
 import { checkInputFiles, checkNamesAndArguments, orderInputs, uniqueSources } from '../staging/validate.js';
-import { KeyedLock } from '../util.js';
+import { KeyedLock, errorMessage } from '../util.js';
 
 const sameNames = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((n, i) => n === b[i]);
 
@@ -130,7 +130,7 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
         return await batchLock.run(`${binding.accountKey}\n${req.batchName}`, () => submit(shared, req, binding, ctx));
       } catch (err) {
         if (err instanceof SubmitError) throw err;
-        throw new SubmitError(reason(err));
+        throw new SubmitError(errorMessage(err));
       }
     },
   };
@@ -259,7 +259,7 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
       try {
         return (await fitTemplate(fresh)).jobs;
       } catch (err) {
-        throw new SubmitError(`${reason(err)} (batch ${req.batchName} was created with no jobs; a corrected BOINC_SUBMIT of the same batch name fills it)`);
+        throw new SubmitError(`${errorMessage(err)} (batch ${req.batchName} was created with no jobs; a corrected BOINC_SUBMIT of the same batch name fills it)`);
       }
     },
     upload: shared.upload,

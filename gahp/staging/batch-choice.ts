@@ -46,7 +46,8 @@ import type { Logger } from '../log.js';
 import type { LedgerBatch, LedgerBatchPatch } from '../ledger/types.js';
 import type { SubmitJobSpec, SubmitRequest } from './parse.js';
 import { BatchIdUnknownError, createBatch, findBatch, settledBatch } from './batch-calls.js';
-import { SubmitError, reason, step, stepError } from './steps.js';
+import { SubmitError, step, stepError } from './steps.js';
+import { errorMessage } from '../util.js';
 
 /** query_batch for the batch name, sent when the command starts. */
 export class BatchLookup {
@@ -153,7 +154,7 @@ async function retireOurs(c: BatchChoiceContext, ours: number, other: QueryBatch
     await c.rpc.retireBatch({ batchId: ours, signal: c.signal });
   } catch (err) {
     c.signal.throwIfAborted();
-    c.log.warn(`${c.tag}: retiring the batch ${ours} made by this submit failed (${reason(err)}); it stays empty until its lease ends`);
+    c.log.warn(`${c.tag}: retiring the batch ${ours} made by this submit failed (${errorMessage(err)}); it stays empty until its lease ends`);
   }
 }
 

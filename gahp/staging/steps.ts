@@ -3,14 +3,11 @@
  * in several modules (gahp/commands/submit.ts and the batch and staging helpers here), so
  * the error class and the wrapper are shared.
  */
+import { errorMessage } from '../util.js';
 
 /** A failed step: the message says which step and why. */
 export class SubmitError extends Error {
   override name = 'SubmitError';
-}
-
-export function reason(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /** Runs fn; a failure becomes `<step>: <reason>` (a SubmitError passes unchanged). */
@@ -24,5 +21,5 @@ export async function step<T>(what: string, fn: () => Promise<T> | T): Promise<T
 
 /** The error step() would throw for this failure. */
 export function stepError(what: string, err: unknown): SubmitError {
-  return err instanceof SubmitError ? err : new SubmitError(`${what}: ${reason(err)}`);
+  return err instanceof SubmitError ? err : new SubmitError(`${what}: ${errorMessage(err)}`);
 }
