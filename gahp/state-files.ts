@@ -121,7 +121,7 @@ export function replaceFileSync(file: string, content: string | Uint8Array | Ite
 }
 
 /** syncDir with a synchronous call. */
-export function syncDirSync(dir: string): void {
+function syncDirSync(dir: string): void {
   try {
     const fd = fs.openSync(dir, 'r');
     try {

@@ -26,7 +26,7 @@ export function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<
 }
 
 /** The signal's reason as an Error (AbortController.abort() without one gives a DOMException). */
-export function abortReason(signal: AbortSignal): Error {
+function abortReason(signal: AbortSignal): Error {
   const r: unknown = signal.reason;
   return r instanceof Error ? r : new Error(typeof r === 'string' && r ? r : 'aborted');
 }

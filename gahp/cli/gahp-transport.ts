@@ -21,7 +21,7 @@ export interface Transport {
 }
 
 /** The repository root (holds bin/boinc-gahp), found from this module's location in src or dist. */
-export function repoRoot(): string {
+function repoRoot(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));
   for (;;) {
     const pkg = path.join(dir, 'package.json');
@@ -38,7 +38,7 @@ export function repoRoot(): string {
   }
 }
 
-export function gahpBinPath(): string {
+function gahpBinPath(): string {
   return path.join(repoRoot(), 'bin', 'boinc-gahp');
 }
 

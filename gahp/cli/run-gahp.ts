@@ -125,7 +125,7 @@ export function startGahp(opts: GahpRunOptions = {}): RunningGahp {
  * handled (sysexits' EX_SOFTWARE; options.ts's EXIT_OK, EXIT_FAILED and EXIT_USAGE are answers
  * to the user).
  */
-export const EXIT_INTERNAL_ERROR = 70;
+const EXIT_INTERNAL_ERROR = 70;
 
 let guarded = false;
 

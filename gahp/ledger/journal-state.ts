@@ -30,7 +30,7 @@ type BatchRecord = Omit<LedgerBatch, 'jobs'> & {
 /** Status-query work, and replayed lines, between two yields to the event loop. */
 const YIELD_EVERY = 5000;
 /** Compaction forgets batches retired longer ago than this. */
-export const RETIRED_KEEP_MS = 30 * 24 * 3600 * 1000;
+const RETIRED_KEEP_MS = 30 * 24 * 3600 * 1000;
 const key = (projectUrl: string, name: string) => `${projectUrl}\n${name}`;
 
 export class JournalState {
