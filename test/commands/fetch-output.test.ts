@@ -58,6 +58,22 @@ describe('BOINC_FETCH_OUTPUT', () => {
     return d;
   };
 
+  /**
+   * n BOINC_FETCH_OUTPUTs in flight at once (jobs 1 and 2 in turn, each into its own iwd),
+   * all appending to one stderr file: its text once every one succeeded.
+   */
+  async function fetchAllInto(stderrPath: string, n: number): Promise<string> {
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const id = env.gahp.reqId();
+      ids.push(id);
+      const job = i % 2 ? J(2) : J(1);
+      expect(await env.gahp.request(`BOINC_FETCH_OUTPUT ${id} ${esc(job)} ${esc(newIwd())} ${esc(stderrPath)} ALL 0`)).toBe('S');
+    }
+    for (const id of ids) expect((await env.gahp.waitResult(id))[0]).toBe('NULL');
+    return fs.readFileSync(stderrPath, 'latin1');
+  }
+
   beforeAll(async () => {
     env = await startEnv({ apps });
     batch = batchName('mixed');
@@ -127,16 +143,8 @@ describe('BOINC_FETCH_OUTPUT', () => {
 
   test('concurrent fetches appending to one stderr file lose no append', async () => {
     const shared = path.join(newIwd(), 'all.err');
-    const ids: string[] = [];
-    for (let i = 0; i < 6; i++) {
-      const id = env.gahp.reqId();
-      ids.push(id);
-      const job = i % 2 ? J(2) : J(1);
-      expect(await env.gahp.request(`BOINC_FETCH_OUTPUT ${id} ${esc(job)} ${esc(newIwd())} ${esc(shared)} ALL 0`)).toBe('S');
-    }
-    for (const id of ids) expect((await env.gahp.waitResult(id))[0]).toBe('NULL');
     // Each append is the app's line and the BOINC runtime's line after it.
-    const text = fs.readFileSync(shared, 'latin1');
+    const text = await fetchAllInto(shared, 6);
     const appends = text.split(/(?<=called boinc_finish\(0\)\n)/).sort();
     expect(appends).toHaveLength(6);
     appends.forEach((a, i) => expect(a).toMatch(stderrFilePattern(i < 3 ? 'uppercase: 12 bytes\n' : 'uppercase: 7 bytes\n')));
@@ -147,15 +155,7 @@ describe('BOINC_FETCH_OUTPUT', () => {
     const shared = path.join(iwd, 'all.err');
     fs.writeFileSync(shared, 'earlier\n');
     const ino = fs.statSync(shared).ino;
-    const ids: string[] = [];
-    for (let i = 0; i < 40; i++) {
-      const id = env.gahp.reqId();
-      ids.push(id);
-      const job = i % 2 ? J(2) : J(1);
-      expect(await env.gahp.request(`BOINC_FETCH_OUTPUT ${id} ${esc(job)} ${esc(newIwd())} ${esc(shared)} ALL 0`)).toBe('S');
-    }
-    for (const id of ids) expect((await env.gahp.waitResult(id))[0]).toBe('NULL');
-    const text = fs.readFileSync(shared, 'latin1');
+    const text = await fetchAllInto(shared, 40);
     expect(text.startsWith('earlier\n')).toBe(true);
     const appends = text.slice('earlier\n'.length).split(/(?<=called boinc_finish\(0\)\n)/).sort();
     expect(appends).toHaveLength(40);
