@@ -31,6 +31,12 @@ const state = () => path.join(dir, 'state');
 const submit = (file: string, ...extra: string[]) =>
   runCli(['--state-dir', state(), 'submit', file, '--poll', '0.3', ...extra], { cwd: dir });
 
+/** Writes dir/<name>: a submit file for `executable` on the project at url (auth.txt), then `lines`. */
+function writeSubmitFile(name: string, executable: string, lines: string[], url = server.url): void {
+  const head = [`executable = ${executable}`, `grid_resource = boinc ${url}`, 'boinc_authenticator_file = auth.txt'];
+  fs.writeFileSync(path.join(dir, name), [...head, ...lines].join('\n'));
+}
+
 function everyCommandSubmitFile(): string {
   fs.writeFileSync(path.join(dir, 'a.txt'), 'AAA-');
   for (const item of ['x', 'y', 'z']) fs.writeFileSync(path.join(dir, `b_${item}.txt`), `bee ${item}\n`);
@@ -130,15 +136,7 @@ test('a submit file using every supported command runs, outputs land where HTCon
 
 test('--no-wait submits and returns; running the file again waits and fetches without resubmitting; --new is a new cluster', async () => {
   fs.writeFileSync(path.join(dir, 'in.txt'), 'abc\n');
-  fs.writeFileSync(path.join(dir, 'job.sub'), [
-    'executable = uppercase',
-    `grid_resource = boinc ${server.url}`,
-    'boinc_authenticator_file = auth.txt',
-    'transfer_input_files = in.txt',
-    'transfer_output_files = out',
-    'transfer_output_remaps = "out = out.$(Cluster).$(Process)"',
-    'queue 3',
-  ].join('\n'));
+  writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'transfer_output_files = out', 'transfer_output_remaps = "out = out.$(Cluster).$(Process)"', 'queue 3']);
   const before = server.batches().length;
   const first = await submit('job.sub', '--no-wait');
   expect(first.code).toBe(0);
@@ -163,13 +161,7 @@ test('--no-wait submits and returns; running the file again waits and fetches wi
 
 test('a job that fails on BOINC makes submit exit 1 naming the job', async () => {
   fs.writeFileSync(path.join(dir, 'in.txt'), 'boom\n');
-  fs.writeFileSync(path.join(dir, 'job.sub'), [
-    'executable = failing',
-    `grid_resource = boinc ${server.url}`,
-    'boinc_authenticator_file = auth.txt',
-    'transfer_input_files = in.txt',
-    'queue',
-  ].join('\n'));
+  writeSubmitFile('job.sub', 'failing', ['transfer_input_files = in.txt', 'queue']);
   const r = await submit('job.sub');
   expect(r.code).toBe(1);
   expect(r.stdout).toMatch(/0 jobs done, outputs fetched; 1 failed/);
@@ -203,14 +195,7 @@ test('submit-file errors exit 2 and name the line; nothing reaches the server', 
 test('two submits started together take different clusters and batches', async () => {
   fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
   for (const n of ['one', 'two']) {
-    fs.writeFileSync(path.join(dir, `${n}.sub`), [
-      `# ${n}`,
-      'executable = uppercase',
-      `grid_resource = boinc ${server.url}`,
-      'boinc_authenticator_file = auth.txt',
-      'transfer_input_files = in.txt',
-      'queue',
-    ].join('\n'));
+    writeSubmitFile(`${n}.sub`, 'uppercase', [`# ${n}`, 'transfer_input_files = in.txt', 'queue']);
   }
   const [a, b] = await Promise.all([submit('one.sub', '--no-wait'), submit('two.sub', '--no-wait')]);
   expect([a.code, b.code]).toEqual([0, 0]);
@@ -225,13 +210,7 @@ test('two state directories submitting the same app in the same second get batch
   // directory in the batch name both would name the same batch, and BOINC would hold two
   // batches of one name (lookups by name find only the first).
   fs.writeFileSync(path.join(dir, 'in.txt'), 'twin\n');
-  fs.writeFileSync(path.join(dir, 'job.sub'), [
-    'executable = uppercase',
-    `grid_resource = boinc ${server.url}`,
-    'boinc_authenticator_file = auth.txt',
-    'transfer_input_files = in.txt',
-    'queue',
-  ].join('\n'));
+  writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue']);
   const run = (stateDir: string) =>
     runCli(['--state-dir', path.join(dir, stateDir), 'submit', 'job.sub', '--no-wait'], { cwd: dir });
   const [a, b] = await Promise.all([run('state-a'), run('state-b')]);
@@ -258,14 +237,7 @@ test('a batch recorded as submitted that the server does not have is submitted a
 async function resubmitsLostBatch(own: TestBoincServer): Promise<void> {
   fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
   fs.writeFileSync(path.join(dir, 'in.txt'), 'lost\n');
-  fs.writeFileSync(path.join(dir, 'job.sub'), [
-    'executable = uppercase',
-    `grid_resource = boinc ${own.url}`,
-    'boinc_authenticator_file = auth.txt',
-    'transfer_input_files = in.txt',
-    'transfer_output_files = out',
-    'queue',
-  ].join('\n'));
+  writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'transfer_output_files = out', 'queue'], own.url);
   const first = await submit('job.sub', '--no-wait');
   expect(first.code).toBe(0);
   const submitted = /^batch (\S+)$/m.exec(first.stdout)![1]!;
