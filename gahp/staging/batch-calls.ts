@@ -40,7 +40,7 @@ export class BatchIdUnknownError extends Error {
  * docs/boinc-server.md). Then query_batch2 tells whether the batch exists and which jobs it
  * holds, and the id comes from the ledger (knownId).
  */
-export async function findBatch(rpc: BoincRpc, batchName: string, knownId: number | undefined, signal: AbortSignal | undefined): Promise<QueryBatchReply | undefined> {
+export async function findBatch(rpc: BoincRpc, batchName: string, knownId: number | undefined, signal: AbortSignal): Promise<QueryBatchReply | undefined> {
   try {
     return await rpc.queryBatch({ batchName, signal });
   } catch (err) {
