@@ -21,7 +21,8 @@ import * as path from 'node:path';
 import { MacroTable, type Assignment, type LocalMacros } from './submit-macros.js';
 import { clip, parseArguments, parseQueue, parseRemaps, splitList, statements, SubmitFileError, type Statement } from './submit-syntax.js';
 
-export { parseArguments, parseRemaps, SubmitFileError };
+/** The error every step of reading a submit file throws (it names the file and line). */
+export { SubmitFileError };
 
 export interface SubmitInput {
   /** Absolute path on this machine. */

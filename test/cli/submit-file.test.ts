@@ -4,7 +4,8 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { fetchOutputSpec, parseArguments, parseRemaps, parseSubmitDescription, SubmitFileError } from '../../gahp/cli/submit-file.js';
+import { fetchOutputSpec, parseSubmitDescription, SubmitFileError } from '../../gahp/cli/submit-file.js';
+import { parseArguments, parseRemaps } from '../../gahp/cli/submit-syntax.js';
 import { submitArgs } from '../../gahp/cli/submit-plan.js';
 import { makeTempDir } from '../support/gahp-process.js';
 
