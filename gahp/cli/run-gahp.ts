@@ -42,8 +42,6 @@ export interface GahpRunOptions {
   progress?: ProgressSink;
 }
 
-export { defaultStateDir };
-
 export function defaultConfig(stateDir: string, overrides: Partial<GahpConfig> = {}): GahpConfig {
   return {
     stateDir,

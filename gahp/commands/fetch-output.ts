@@ -37,9 +37,9 @@ import { ensureDirInside, isSafeRelativePath, resolveUnder, Staging, sweepStaleT
 import { stageStderrAppend, withPathLock } from '../output/stderr.js';
 import { appStderr } from '../output/stderr-text.js';
 import { SafeZip } from '../output/unzip.js';
-import { FETCH_OUTPUT_SYNOPSIS, parseFetchOutput, type FetchOutputRequest, type FetchSpec } from './fetch-output-args.js';
+import { FETCH_OUTPUT_SYNOPSIS, parseFetchOutput, type FetchOutputRequest } from './fetch-output-args.js';
 
-export { parseFetchOutput, type FetchOutputRequest, type FetchSpec };
+export type { FetchOutputRequest };
 
 /** `%f` as C prints it: six decimals. */
 function fixed6(x: number): string {

@@ -42,7 +42,7 @@ import type { BoincRpc } from '../../boinc-rpc/types.js';
 import { formatPhpSize } from '../../boinc-rpc/upload-limits.js';
 import { FileCalls, QUERY_CHUNK, StagingError, type StageFile, type StageReport } from './file-calls.js';
 
-export { StagingError, type StageFile, type StageReport };
+export type { StageFile, StageReport };
 
 export interface StageOptions {
   rpc: BoincRpc;
