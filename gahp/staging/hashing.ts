@@ -48,7 +48,7 @@ export class HashPool {
    * `idleMs`: the threads exit this long after their last file. Short, because the hashing
    * of a submit is followed by its uploads and submit_batch, seconds for a big batch, which
    * need none of the ~8 MiB each thread holds (a cold submit of 2,000 jobs over 500 x 1 MiB
-   * peaked at 106 MiB with 15 s, 91 with 0.1 s: test/bench, submit_rss_mb); long enough
+   * peaked at 106 MiB with 15 s, 90-92 with 0.5 s: test/bench, submit_rss_mb); long enough
    * that hashing in pieces (the stager's batches, submits arriving together) keeps them.
    */
   constructor(private readonly maxWorkers: number, private readonly idleMs = 500) {}
