@@ -27,6 +27,13 @@ export interface RetryPolicy {
   budgetMs?: number;
 }
 
+/**
+ * Attempts that got no answer within their timeout after which a loop makes no other: the
+ * rule of every loop, the RPC client's and those above it that repeat a call, so that retry
+ * layers do not multiply waits on a server that hangs (README, "Retries and time to error").
+ */
+export const MAX_TIMED_OUT_ATTEMPTS = 2;
+
 /** The delay after failure number `attempt + 1` (attempt 0: the first failure), in whole ms. */
 export function backoffDelay(policy: RetryPolicy, attempt: number, random: () => number = Math.random): number {
   const base = policy.baseMs * 2 ** attempt;

@@ -22,7 +22,7 @@ import { BoincRpcError } from './errors.js';
 import { xmlEscape } from './xml.js';
 import { ErrorBodyCheck, ErrorBodyFound, MAX_REDIRECTS, REDIRECTS, readSome, redirectTarget, stripTags } from './download-body.js';
 import { redactBoincCredentials } from './redact.js';
-import { Retries, sleep, type RetryPolicy } from './retry.js';
+import { MAX_TIMED_OUT_ATTEMPTS, Retries, sleep, type RetryPolicy } from './retry.js';
 import { Agents, FileChangedError, HttpFailure, HttpTimeout, ReplyTooLarge, getStream, postMultipart, type FilePart } from './http.js';
 
 export interface TransportOptions {
@@ -49,8 +49,6 @@ export interface PostOptions {
 
 /** A call makes no new attempt once this many timeouts have passed since its first attempt began. */
 export const CALL_BUDGET_TIMEOUTS = 2;
-/** Attempts that got no answer within the timeout, after which a call gives up. */
-export const MAX_TIMED_OUT_ATTEMPTS = 2;
 /** Longest wait between two attempts of a call. */
 const MAX_BACKOFF_MS = 30_000;
 

@@ -6,7 +6,7 @@
  * are those of README, "Retries and time to error".
  */
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
-import { Retries, type RetryPolicy } from '../../boinc-rpc/retry.js';
+import { MAX_TIMED_OUT_ATTEMPTS, Retries, type RetryPolicy } from '../../boinc-rpc/retry.js';
 import type { BoincRpc, QueryBatchReply, SubmitJob } from '../../boinc-rpc/types.js';
 import { sleep } from '../util.js';
 import type { SubmitRequest } from './parse.js';
@@ -17,7 +17,7 @@ const noSuchBatch = (err: unknown) => err instanceof BoincRpcError && err.kind =
  * Repeats of create_batch and of a submit_batch that cannot have reached the server: at
  * most four attempts, 300, 600, 1200 ms apart, none after a second one that timed out.
  */
-const SUBMIT_RETRY: RetryPolicy = { baseMs: 300, capMs: 30_000, jitter: false, maxAttempts: 4, maxTimeouts: 2 };
+const SUBMIT_RETRY: RetryPolicy = { baseMs: 300, capMs: 30_000, jitter: false, maxAttempts: 4, maxTimeouts: MAX_TIMED_OUT_ATTEMPTS };
 
 /** Waits ms (less when the signal fires), then throws if the signal fired. */
 async function pause(ms: number, signal: AbortSignal): Promise<void> {

@@ -9,7 +9,7 @@
 import * as fs from 'node:fs';
 import PQueue from 'p-queue';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
-import { Retries, type RetryPolicy } from '../../boinc-rpc/retry.js';
+import { MAX_TIMED_OUT_ATTEMPTS, Retries, type RetryPolicy } from '../../boinc-rpc/retry.js';
 import type { BoincRpc } from '../../boinc-rpc/types.js';
 import { sleep } from '../util.js';
 import type { FileKey } from './hash-types.js';
@@ -44,9 +44,6 @@ export class StagingError extends Error {
 export const QUERY_CHUNK = 1000;
 
 const isDuplicate = (err: unknown) => err instanceof BoincRpcError && err.code === 'duplicate-entry';
-
-/** Attempts that timed out after which a loop repeating a call gives up. */
-const MAX_TIMEOUTS = 2;
 
 const timedOut = (err: unknown) => err instanceof BoincRpcError && err.timedOut;
 
@@ -95,7 +92,7 @@ export class FileCalls {
 
   /** Backoff of every loop here; each sets its own number of attempts. */
   private retries(maxAttempts: number): Retries {
-    const policy: RetryPolicy = { baseMs: this.o.retryBaseMs, capMs: 5000, jitter: true, maxAttempts, maxTimeouts: MAX_TIMEOUTS };
+    const policy: RetryPolicy = { baseMs: this.o.retryBaseMs, capMs: 5000, jitter: true, maxAttempts, maxTimeouts: MAX_TIMED_OUT_ATTEMPTS };
     return new Retries(policy);
   }
 
