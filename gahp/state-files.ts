@@ -7,7 +7,7 @@
  *   file or the new one, never a mix; a crash leaves at most a `*.tmp` file beside it.
  *   replaceFileSync does the same with synchronous calls, for short-lived processes (the
  *   BLAHP scripts) and tools that have no event loop to keep free.
- * - writeAll: one buffer written completely (short writes continued).
+ * - writeAll / writeAllSync: one buffer written completely (short writes continued).
  * - tryLockFile / unlockFile / lockFileHeld: a lock file naming its holder's pid, created
  *   whole (linked into place from a complete temp file, so nobody ever reads an empty
  *   lock), broken when its holder is dead; withLockFile runs a function holding one,
@@ -46,6 +46,13 @@ export async function syncDir(dir: string): Promise<void> {
 export async function writeAll(fh: fsp.FileHandle, buf: Uint8Array): Promise<number> {
   let off = 0;
   while (off < buf.length) off += (await fh.write(buf, off, buf.length - off)).bytesWritten;
+  return off;
+}
+
+/** writeAll with synchronous writes (a small buffer: microseconds, where a thread-pool round trip costs milliseconds). */
+export function writeAllSync(fd: number, buf: Uint8Array): number {
+  let off = 0;
+  while (off < buf.length) off += fs.writeSync(fd, buf, off, buf.length - off);
   return off;
 }
 
@@ -102,8 +109,7 @@ export function replaceFileSync(file: string, content: string | Uint8Array | Ite
     const chunks = typeof content === 'string' || content instanceof Uint8Array ? [content] : content;
     for (const chunk of chunks) {
       const buf = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
-      for (let off = 0; off < buf.length; ) off += fs.writeSync(fd, buf, off, buf.length - off);
-      bytes += buf.length;
+      bytes += writeAllSync(fd, buf);
     }
     fs.fsyncSync(fd);
     const done = fd;
