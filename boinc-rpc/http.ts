@@ -14,6 +14,7 @@
  * - `idle` (uploads, downloads): no byte moved either way for that long: 'connect' before
  *   the connection, 'response' while waiting for the reply's head, 'socket' after it.
  */
+import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as http from 'node:http';
 import type * as https from 'node:https';
@@ -22,6 +23,28 @@ import type { Socket } from 'node:net';
 
 /** Bytes of file content read and sent at a time. */
 const FILE_CHUNK = 256 * 1024;
+
+/**
+ * Reads a file smaller than `buf` whole with synchronous calls (open, read, close: tens of
+ * microseconds from the page cache, where it was just hashed), instead of three or four
+ * thread-pool round trips one after another, each milliseconds on a busy machine, for every
+ * small file of an upload. Returns the bytes read, up to f.size + 1 (one more than announced
+ * tells that the file grew).
+ */
+function readSmallFile(f: FilePart, buf: Buffer): number {
+  const fd = fs.openSync(f.path, 'r');
+  try {
+    let got = 0;
+    for (;;) {
+      const n = fs.readSync(fd, buf, got, f.size + 1 - got, null);
+      if (n === 0) return got;
+      got += n;
+      if (got > f.size) return got;
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+}
 
 /** A timeout; `event` is the phase it struck in (see above). */
 export class HttpTimeout extends Error {
@@ -54,6 +77,10 @@ export class ReplyTooLarge extends Error {
 /** A file part whose content differed in size from what it was announced with. */
 export class FileChangedError extends Error {
   override name = 'FileChangedError';
+}
+
+function sizeChanged(f: FilePart): FileChangedError {
+  return new FileChangedError(`${f.path} changed size while it was being sent (${f.size} bytes announced)`);
 }
 
 /**
@@ -144,7 +171,11 @@ function multipart(request: string, files: readonly FilePart[]): { contentType: 
     const buf = files.some((f) => f.size > 0) ? Buffer.allocUnsafeSlow(FILE_CHUNK) : Buffer.alloc(0);
     for (const [i, f] of files.entries()) {
       if (!(await put(partHeads[i]!))) return;
-      if (f.size > 0) {
+      if (f.size > 0 && f.size < buf.length) {
+        const got = readSmallFile(f, buf);
+        if (got !== f.size) throw sizeChanged(f);
+        if (!(await putAndRelease(buf.subarray(0, got)))) return;
+      } else if (f.size > 0) {
         const fd = await fsp.open(f.path, 'r');
         let sent = 0;
         try {
@@ -158,7 +189,7 @@ function multipart(request: string, files: readonly FilePart[]): { contentType: 
         } finally {
           await fd.close();
         }
-        if (sent !== f.size) throw new FileChangedError(`${f.path} changed size while it was being sent (${f.size} bytes announced)`);
+        if (sent !== f.size) throw sizeChanged(f);
       }
       if (!(await put(crlf))) return;
     }
