@@ -12,6 +12,7 @@ import type { AsyncCommand, Command } from '../protocol/commands.js';
 import { GahpClient } from './gahp-client.js';
 import type { GahpRunOptions } from './run-gahp.js';
 import { GAHP_VERSION } from '../version.js';
+import { replaceFileSync } from '../state-files.js';
 
 /** Help for the protocol's own commands (the BOINC_* ones come from their Command objects). */
 export const PROTOCOL_HELP: Array<{ name: string; usage: string; summary: string }> = [
@@ -226,7 +227,8 @@ function keepHistory(rl: readline.Interface, historyFile: string | undefined): v
     if (historyFile) {
       try {
         fs.mkdirSync(path.dirname(historyFile), { recursive: true, mode: 0o700 });
-        fs.writeFileSync(historyFile, [...h].reverse().join('\n') + '\n', { mode: 0o600 });
+        // Replaced whole (state-files.ts): a crash mid-write never leaves a torn history.
+        replaceFileSync(historyFile, [...h].reverse().join('\n') + '\n');
       } catch {
         /* history is a convenience */
       }
