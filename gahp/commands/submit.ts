@@ -14,7 +14,9 @@
  *     must match the input template; when every job's dst_names are the template's
  *     open_names, inputs go in template order. The template last seen for the project and
  *     app is used without waiting (it is cached in this GAHP); the fresh answer must agree
- *     before submit_batch, else the jobs are checked and ordered again by it;
+ *     before submit_batch, else the jobs are checked and ordered again by it. With none
+ *     seen yet, step 4's batch choice (and create_batch) goes on while it is answered; jobs
+ *     that do not fit leave the new batch empty for a corrected repeat to fill;
  *  4. meanwhile, from step 2 on: MD5 of each unique path (persistent cache, worker-thread
  *     pool); and which batch to fill (staging/batch-choice.ts), from what the server
  *     (query_batch, for every name) and the ledger know of a batch of this name:
@@ -34,7 +36,9 @@
  *     app_version_num; ledger 'submitted'.
  * So a warm submit (template seen before, hashes cached, files on the server, a new batch
  * name) waits for three calls one after another: create_batch (query_batch and
- * get_templates alongside), query_files, submit_batch. Commands for one batch (name,
+ * get_templates alongside), query_files, submit_batch; the first submit of an app, with
+ * new files, for four: create_batch (the same two alongside), query_files, upload_files,
+ * submit_batch. Commands for one batch (name,
  * project and account) run one at a time in this GAHP, each against the project selected
  * when its line was read. Hashing and staging report progress to services.progress, if
  * set (at a bounded rate; never on the protocol).
@@ -52,7 +56,7 @@ import type { AsyncCommand, HandlerContext } from '../protocol/commands.js';
 import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
 import type { ProjectBinding } from '../session.js';
 import { submitBatch } from '../staging/batch-calls.js';
-import { BatchLookup, chooseBatch } from '../staging/batch-choice.js';
+import { BatchLookup, chooseBatch, type BatchChoice } from '../staging/batch-choice.js';
 import { HashCache } from '../staging/hash-cache.js';
 import { HashPool, hashSources, type HashSourcesResult } from '../staging/hashing.js';
 import { parseSubmitArgs, type SubmitJobSpec, type SubmitRequest } from '../staging/parse.js';
@@ -213,6 +217,8 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
   // against the fresh answer before submit_batch); a job that does not fit the cached one
   // waits for the fresh one before failing.
   const fitTemplate = (t: AppTemplates) => step('checking input files against the app template', () => orderInputs(req.jobs, t.inputOpenNames));
+  const choose = (jobs: Promise<readonly SubmitJobSpec[]>) =>
+    chooseBatch({ rpc, req, jobs, lookup, record, creatingRecorded, recordBatch, leaseSeconds: config.defaultLeaseSeconds, log, tag, signal });
   let usedTemplates: AppTemplates | undefined;
   let fitted: { jobs: SubmitJobSpec[]; reordered: boolean } | undefined;
   if (templates.cached) {
@@ -223,14 +229,34 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
       // The app may have changed: decide on the fresh template below.
     }
   }
+  let early: Promise<BatchChoice> | undefined;
   if (!fitted) {
-    usedTemplates = await step('get_templates', () => templates.fresh);
-    fitted = await fitTemplate(usedTemplates);
+    const fresh = step('get_templates', () => templates.fresh).then(async (t) => ({ t, fit: await fitTemplate(t) }));
+    fresh.catch(() => undefined);
+    // No template seen for this app yet (the first submit of the app in this GAHP): the
+    // batch is looked up and created while get_templates is answered, one call fewer one
+    // after another (docs/architecture.md, "Round trips"). Only an existing batch needs the
+    // checked jobs to decide; if they do not fit, the new batch stays empty, as after a
+    // template change (below).
+    if (!templates.cached) {
+      const jobs = fresh.then((f) => f.fit.jobs);
+      jobs.catch(() => undefined); // awaited only for an existing batch
+      early = choose(jobs);
+      early.catch(() => undefined);
+    }
+    try {
+      ({ t: usedTemplates, fit: fitted } = await fresh);
+    } catch (err) {
+      const made = await early?.catch(() => undefined);
+      if (made?.kind !== 'new') throw err;
+      await made.staging.catch(() => undefined);
+      throw new SubmitError(`${errorMessage(err)} (batch ${req.batchName} was created with no jobs; a corrected BOINC_SUBMIT of the same batch name fills it)`);
+    }
   }
   if (fitted.reordered) log.debug(`${tag}: inputs put in template order (${usedTemplates!.inputOpenNames.join(', ')})`);
 
   // 4. Which batch: new, reused or complete already (batch-choice.ts).
-  const choice = await chooseBatch({ rpc, req, jobs: fitted.jobs, lookup, record, creatingRecorded, recordBatch, leaseSeconds: config.defaultLeaseSeconds, log, tag, signal });
+  const choice = await (early ?? choose(Promise.resolve(fitted.jobs)));
   if (choice.kind === 'complete') {
     // Hashes only serve the ledger, which may know the batch already.
     if (choice.recordNeeded) await recordBatch({ ...(choice.batchId > 0 ? { batchId: choice.batchId } : {}), ...submittedPatch(fitted.jobs, await hashes.hashed) });

@@ -67,8 +67,13 @@ export class BatchLookup {
 export interface BatchChoiceContext {
   rpc: BoincRpc;
   req: SubmitRequest;
-  /** The jobs, checked against the template and in its order. */
-  jobs: readonly SubmitJobSpec[];
+  /**
+   * The jobs, checked against the template and in its order. A promise: with no template
+   * seen yet for the app, the batch is looked up and created while get_templates is
+   * answered (gahp/commands/submit.ts); only an existing batch needs the jobs to decide.
+   * A rejection (the jobs do not fit) fails the choice when it needs them.
+   */
+  jobs: Promise<readonly SubmitJobSpec[]>;
   lookup: BatchLookup;
   /** The ledger's record of this name when the command started. */
   record: LedgerBatch | undefined;
@@ -160,7 +165,8 @@ async function retireOurs(c: BatchChoiceContext, ours: number, other: QueryBatch
 
 /** A batch of this name exists: it is complete, reusable (init state, only our jobs), or an error. */
 async function takeExisting(c: BatchChoiceContext, existing: QueryBatchReply): Promise<BatchChoice> {
-  const { req, jobs, record } = c;
+  const { req, record } = c;
+  const jobs = await c.jobs;
   const ours = new Set(jobs.map((j) => j.name));
   const theirs = existing.jobs.map((j) => j.name);
   const foreign = theirs.filter((n) => !ours.has(n));

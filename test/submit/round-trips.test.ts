@@ -21,10 +21,18 @@ const pairApp: TestApp = {
   run: (ctx) => ({ kind: 'success', outputs: [Buffer.concat(ctx.inputs)] }),
 };
 
+/** An app no test submits to before the first-submit test: the GAHP has not seen its template. */
+const trioApp: TestApp = {
+  name: 'trio',
+  inputs: [{ openName: 'x' }, { openName: 'y' }, { openName: 'z' }],
+  outputs: [{ openName: 'out' }],
+  run: (ctx) => ({ kind: 'success', outputs: [Buffer.concat(ctx.inputs)] }),
+};
+
 let env: Env;
 
 beforeAll(async () => {
-  env = await startEnv({ apps: [...sampleApps, pairApp] });
+  env = await startEnv({ apps: [...sampleApps, pairApp, trioApp] });
 });
 
 afterAll(async () => {
@@ -101,6 +109,28 @@ test('a template that needs another input count since it was cached: the batch f
   }
 });
 
+test('the first submit of an app (template not seen yet) creates the batch while get_templates is answered; jobs that do not fit fail it and leave the batch empty, which a corrected submit fills', async () => {
+  const [px, py, pz] = ['x', 'y', 'z'].map((n) => writeInput(env.dir, `trio-${n}.txt`, `trio ${n}\n`));
+  const batch = batchName('trio');
+  const job = jobName(batch, 5, 0);
+  const since = env.server.rpcLog().length;
+  const [msg] = await submit(submitLine(batch, 'trio', [{ name: job, inputs: [[px!, 'x'], [py!, 'y']] }]));
+  expect(msg).toContain(job);
+  expect(msg).toContain('input template has 3');
+  expect(msg).toContain(`batch ${batch} was created with no jobs`);
+  expect(rpcNames(env.server, since).sort()).toEqual(['create_batch', 'get_templates', 'query_batch']);
+  const made = env.server.batches().filter((b) => b.name === batch);
+  expect(made).toHaveLength(1);
+  expect(made[0]!.jobNames).toEqual([]);
+  expect(made[0]!.state).toBe(0);
+
+  const again = env.server.rpcLog().length;
+  expect(await submit(submitLine(batch, 'trio', [{ name: job, inputs: [[px!, 'x'], [py!, 'y'], [pz!, 'z']] }]))).toEqual(['NULL']);
+  expect(rpcNames(env.server, again)).not.toContain('create_batch');
+  expectOneCompleteBatch(env.server, batch, [job]);
+  expect(env.server.jobs(batch)[0]!.inputFiles).toEqual([phys('trio x\n'), phys('trio y\n'), phys('trio z\n')]);
+});
+
 /** HTTP calls the in-process test server handled, timed from the request's headers to the end of its reply. */
 interface CallTime {
   start: number;
@@ -145,6 +175,19 @@ describe('with a server that takes 200 ms per call', () => {
     diagnosticsChannel.unsubscribe('http.server.request.start', onStart);
     diagnosticsChannel.unsubscribe('http.server.response.finish', onFinish);
     await slow?.close();
+  });
+
+  test('the first submit of an app, with new files, waits for four calls one after another', async () => {
+    const paths = [0, 1].map((i) => writeInput(slow.dir, `cold${i}.txt`, `cold input ${i}\n`));
+    const batch = batchName('concat');
+    const jobs = [0, 1, 2].map((i) => ({ name: jobName(batch, 7, i), inputs: [[paths[i % 2]!, 'a'], [paths[(i + 1) % 2]!, 'b']] as Array<[string, string]> }));
+    calls.length = 0;
+    const since = slow.server.rpcLog().length;
+    expect(await slow.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'concat', jobs)}`, 60_000)).toEqual(['NULL']);
+    expect(rpcNames(slow.server, since).sort()).toEqual(['create_batch', 'get_templates', 'query_batch', 'query_files', 'submit_batch', 'upload_files']);
+    expect(calls).toHaveLength(6);
+    expect(sequentialCalls(calls)).toBe(4);
+    expectOneCompleteBatch(slow.server, batch, jobs.map((j) => j.name));
   });
 
   test('a warm submit of a new batch name waits for three calls one after another', async () => {

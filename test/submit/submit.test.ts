@@ -234,8 +234,12 @@ describe('checks before anything is created', () => {
     expect(env.server.batches().filter((b) => b.name === batch)).toEqual([]);
   });
 
-  test('an input count that does not match the template fails the batch naming the job, before anything is created', async () => {
+  test('an input count that does not match the template seen before fails the batch naming the job, before anything is created', async () => {
     const p = writeInput(env.dir, 'count.txt', 'x\n');
+    // The GAHP has seen concat's template (with none seen, the batch is created while
+    // get_templates is answered: test/submit/round-trips).
+    const seen = batchName('concat');
+    expect(await submit(submitLine(seen, 'concat', [{ name: jobName(seen, 899, 0), inputs: [[p, 'a'], [p, 'b']] }]))).toEqual(['NULL']);
     const batch = batchName('concat');
     const bad = jobName(batch, 900, 1);
     const since = env.server.rpcLog().length;
@@ -257,10 +261,12 @@ describe('checks before anything is created', () => {
     const since = env.server.rpcLog().length;
     const [m1] = await submit(submitLine(batch, 'nosuchapp', [{ name: jobName(batch, 1, 0), inputs: [[p, 'in']] }]));
     expect(m1).toMatch(/^get_templates: get_templates failed: .*nosuchapp/);
-    // query_batch (read-only) goes out together with get_templates; nothing is created.
+    // With no template of the app seen yet, query_batch and create_batch go out together
+    // with get_templates; create_batch fails on the unknown app too: nothing is created.
     const names = rpcNames(env.server, since);
     expect(names).toContain('get_templates');
-    expect(names.filter((n) => n !== 'query_batch' && n !== 'query_batch2')).toEqual(['get_templates']);
+    expect(names.filter((n) => n !== 'query_batch' && n !== 'query_batch2').sort()).toEqual(['create_batch', 'get_templates']);
+    expect(env.server.batches().filter((b) => b.name === batch)).toEqual([]);
 
     const fresh = await GahpProcess.start();
     try {
