@@ -65,7 +65,7 @@ import { PhaseProgress } from '../staging/progress.js';
 import { HashFeed, stageInputs, type UploadSettings } from '../staging/stage-inputs.js';
 import { SubmitError, step } from '../staging/steps.js';
 import { checkInputFiles, checkNamesAndArguments, orderInputs, uniqueSources } from '../staging/validate.js';
-import { KeyedLock, errorMessage } from '../util.js';
+import { KeyedLock, errorMessage, yieldNow } from '../util.js';
 
 const sameNames = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((n, i) => n === b[i]);
 
@@ -192,6 +192,18 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
   const record = ledger.get(project.url, req.batchName);
   const templates = askTemplates(shared, project.url, req, binding, lookupSignal);
   const lookup = new BatchLookup(rpc, req.batchName, record?.batchId, lookupSignal);
+  // A name the ledger does not know is created next (unless a check fails): its
+  // 'creating' record is written now and made durable while the files are checked, not
+  // between the checks and create_batch. A check that fails leaves the record without a
+  // batch id, which a repeat handles like any name (it looks it up first).
+  const creatingRecorded = record !== undefined ? undefined : recordBatch({ state: 'creating', physFiles: [], jobs: {} });
+  creatingRecorded?.catch(() => undefined);
+  // Two turns of the event loop (a poll phase between them) before the files are checked:
+  // node opens a connection in a later tick and writes the request once it is connected,
+  // so without them both calls would wait for the checks instead of the server working on
+  // them meanwhile.
+  await yieldNow();
+  await yieldNow();
 
   // 2. Input files (synchronous stats, in slices), before anything is created or uploaded.
   let stats: Map<string, BigIntStats>;
@@ -201,17 +213,6 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
     lookups.abort();
     throw err;
   }
-  // A name the ledger does not know is created next (unless the template check fails):
-  // its 'creating' record is made durable now, while the template and the hashes are
-  // worked on, not between them and create_batch. A check that fails later leaves the
-  // record without a batch id, which a repeat handles like any name (it looks it up first).
-  const creatingRecorded = record !== undefined ? undefined : recordBatch({ state: 'creating', physFiles: [], jobs: {} });
-  creatingRecorded?.catch(() => undefined);
-
-  // 4 (hashing). Results arrive while the template is checked and the batch looked for or
-  // created; once the batch exists they feed the stager at once.
-  const feed = new HashFeed();
-  const hashes = startHashing(shared, stats, feed, ctx, tag, t0, req.jobs.length);
 
   // 3. Template: counts and order, from the cached template when there is one (checked
   // against the fresh answer before submit_batch); a job that does not fit the cached one
@@ -229,9 +230,14 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
       // The app may have changed: decide on the fresh template below.
     }
   }
-  let early: Promise<BatchChoice> | undefined;
-  if (!fitted) {
-    const fresh = step('get_templates', () => templates.fresh).then(async (t) => ({ t, fit: await fitTemplate(t) }));
+  // 4. Which batch: new, reused or complete already (batch-choice.ts), started before the
+  // hashing so that a create_batch is on its way first.
+  let choosing: Promise<BatchChoice> | undefined;
+  let fresh: Promise<{ t: AppTemplates; fit: { jobs: SubmitJobSpec[]; reordered: boolean } }> | undefined;
+  if (fitted) {
+    choosing = choose(Promise.resolve(fitted.jobs));
+  } else {
+    fresh = step('get_templates', () => templates.fresh).then(async (t) => ({ t, fit: await fitTemplate(t) }));
     fresh.catch(() => undefined);
     // No template seen for this app yet (the first submit of the app in this GAHP): the
     // batch is looked up and created while get_templates is answered, one call fewer one
@@ -241,13 +247,21 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
     if (!templates.cached) {
       const jobs = fresh.then((f) => f.fit.jobs);
       jobs.catch(() => undefined); // awaited only for an existing batch
-      early = choose(jobs);
-      early.catch(() => undefined);
+      choosing = choose(jobs);
     }
+  }
+  choosing?.catch(() => undefined);
+
+  // 4 (hashing). Results arrive while the template is checked and the batch looked for or
+  // created; once the batch exists they feed the stager at once.
+  const feed = new HashFeed();
+  const hashes = startHashing(shared, stats, feed, ctx, tag, t0, req.jobs.length);
+
+  if (!fitted) {
     try {
-      ({ t: usedTemplates, fit: fitted } = await fresh);
+      ({ t: usedTemplates, fit: fitted } = await fresh!);
     } catch (err) {
-      const made = await early?.catch(() => undefined);
+      const made = await choosing?.catch(() => undefined);
       if (made?.kind !== 'new') throw err;
       await made.staging.catch(() => undefined);
       throw new SubmitError(`${errorMessage(err)} (batch ${req.batchName} was created with no jobs; a corrected BOINC_SUBMIT of the same batch name fills it)`);
@@ -255,8 +269,7 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
   }
   if (fitted.reordered) log.debug(`${tag}: inputs put in template order (${usedTemplates!.inputOpenNames.join(', ')})`);
 
-  // 4. Which batch: new, reused or complete already (batch-choice.ts).
-  const choice = await (early ?? choose(Promise.resolve(fitted.jobs)));
+  const choice = await (choosing ?? choose(Promise.resolve(fitted.jobs)));
   if (choice.kind === 'complete') {
     // Hashes only serve the ledger, which may know the batch already.
     if (choice.recordNeeded) await recordBatch({ ...(choice.batchId > 0 ? { batchId: choice.batchId } : {}), ...submittedPatch(fitted.jobs, await hashes.hashed) });
