@@ -37,6 +37,7 @@ export const TARGETS: Target[] = [
   { key: 'version_latency_p99_ms', op: '<=', value: 50, unit: 'ms' },
   { key: 'small_submit_overhead_ms', op: '<=', value: 15, unit: 'ms' },
   { key: 'small_submit_round_trips', op: '<=', value: Infinity, unit: '' },
+  { key: 'rpc_call_floor_ms', op: '<=', value: Infinity, unit: 'ms' },
   { key: 'warm_submit_round_trips', op: '<=', value: 3, unit: '' },
   { key: 'idle_rss_mb', op: '<=', value: 50, unit: 'MiB' },
 ];
@@ -144,20 +145,22 @@ const FIGURES: Figure[] = [
     async run(ctx) {
       // Cheap (about a second each) and noisy on a shared machine: at least 5 runs.
       const runs = Math.max(ctx.runs, 5);
-      const r = { over: [] as number[], trips: [] as number[], ms: [] as number[], wOver: [] as number[], wTrips: [] as number[], wMs: [] as number[] };
+      const r = { over: [] as number[], trips: [] as number[], ms: [] as number[], wOver: [] as number[], wTrips: [] as number[], wMs: [] as number[], floor: [] as number[] };
       for (let i = 0; i < runs; i++) {
-        const { cold, warm } = await smallSubmitOnce();
+        const { cold, warm, floorMs } = await smallSubmitOnce();
+        r.floor.push(floorMs);
         r.over.push(cold.overheadMs);
         r.trips.push(cold.roundTrips);
         r.ms.push(cold.ms);
         r.wOver.push(warm.overheadMs);
         r.wTrips.push(warm.roundTrips);
         r.wMs.push(warm.ms);
-        ctx.note(`small submit run ${i + 1} (${SMALL.njobs} jobs over ${SMALL.nfiles} x ${SMALL.fileBytes >> 10} KiB, server +${SERVER_DELAY_MS} ms per call): cold ${cold.ms.toFixed(1)} ms = ${cold.serverMs.toFixed(1)} in the server + ${cold.overheadMs.toFixed(1)} own, ${cold.calls} calls, ${cold.roundTrips} sequential; warm ${warm.ms.toFixed(1)} ms = ${warm.serverMs.toFixed(1)} + ${warm.overheadMs.toFixed(1)}, ${warm.calls} calls, ${warm.roundTrips} sequential`);
+        ctx.note(`small submit run ${i + 1} (${SMALL.njobs} jobs over ${SMALL.nfiles} x ${SMALL.fileBytes >> 10} KiB, server +${SERVER_DELAY_MS} ms per call): cold ${cold.ms.toFixed(1)} ms = ${cold.serverMs.toFixed(1)} in the server + ${cold.overheadMs.toFixed(1)} own, ${cold.calls} calls, ${cold.roundTrips} sequential; warm ${warm.ms.toFixed(1)} ms = ${warm.serverMs.toFixed(1)} + ${warm.overheadMs.toFixed(1)}, ${warm.calls} calls, ${warm.roundTrips} sequential; a minimal client's call ${floorMs.toFixed(2)} ms on top of the server's time`);
       }
       return {
         small_submit_overhead_ms: median(r.over),
         small_submit_round_trips: median(r.trips),
+        rpc_call_floor_ms: median(r.floor),
         small_submit_ms: median(r.ms),
         warm_submit_round_trips: median(r.wTrips),
         warm_submit_overhead_ms: median(r.wOver),

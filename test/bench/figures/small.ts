@@ -15,17 +15,25 @@
  * - warm_submit_round_trips, warm_submit_overhead_ms: the same for a second BOINC_SUBMIT
  *   of the same files from the same GAHP (new batch and job names): files on the server,
  *   hashes cached.
+ * - rpc_call_floor_ms: what one call costs a minimal client on top of the server's time,
+ *   measured the same way (its wall time minus the server's): the bench process itself,
+ *   its code long warm, POSTing a small get_templates with node's http to the same server
+ *   (warmed by that submit) one call after another. Connecting, the server reading the
+ *   request before its timing starts and closing the connection after it ends, and waking
+ *   two processes on this machine: a floor that small_submit_overhead_ms pays once per
+ *   sequential call whatever the GAHP does.
  * - idle_rss_mb, idle_threads: a fresh GAHP after the start-up sequence and
  *   BOINC_SELECT_PROJECT, once it has gone CPU-idle.
  */
 import * as fs from 'node:fs';
+import * as http from 'node:http';
 import { GahpDriver } from '../lib/driver.js';
 import { cpuTicks, currentRss } from '../lib/proc.js';
 import { BenchServer, type CallTime } from '../lib/server.js';
 import { benchTempDir, removeTempDir } from '../lib/tmp.js';
 import { writeMany } from '../lib/files.js';
 import { sleep } from '../lib/stats.js';
-import { batchName, jobsOver, submitLine } from './submit.js';
+import { APP, batchName, jobsOver, submitLine } from './submit.js';
 
 /** Added by the test server to every call (the low end of a real server on loopback). */
 export const SERVER_DELAY_MS = 20;
@@ -88,7 +96,37 @@ async function timedSmallSubmit(gahp: GahpDriver, server: BenchServer, line: str
 
 let seed = 70000;
 
-export async function smallSubmitOnce(): Promise<{ cold: SubmitTiming; warm: SubmitTiming }> {
+/** One minimal get_templates POST, its reply read whole (the server closes the connection). */
+function minimalCall(server: BenchServer): Promise<void> {
+  const body = `--b\r\nContent-Disposition: form-data; name="request"\r\n\r\n<get_templates>\n<authenticator>${server.authenticator}</authenticator>\n<app_name>${APP}</app_name>\n</get_templates>\r\n--b--\r\n`;
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${server.url}submit_rpc_handler.php`, { method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=b', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`))));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** rpc_call_floor_ms: per call, the median over `n` calls one after another (after two unmeasured ones). */
+async function callFloor(server: BenchServer, n = 8): Promise<number> {
+  const perCall: number[] = [];
+  for (let i = 0; i < n + 2; i++) {
+    await server.clearRpcLog();
+    const t0 = nowMs();
+    await minimalCall(server);
+    const t1 = nowMs();
+    if (i < 2) continue;
+    const calls = (await server.calls()).filter((c) => c.end > t0 && c.start < t1);
+    perCall.push(t1 - t0 - busyMs(calls, t0, t1));
+  }
+  perCall.sort((a, b) => a - b);
+  return perCall[Math.floor(perCall.length / 2)]!;
+}
+
+export async function smallSubmitOnce(): Promise<{ cold: SubmitTiming; warm: SubmitTiming; floorMs: number }> {
   const dir = benchTempDir('small');
   const server = await BenchServer.start({ latencyMs: SERVER_DELAY_MS });
   const gahp = await GahpDriver.start();
@@ -103,7 +141,7 @@ export async function smallSubmitOnce(): Promise<{ cold: SubmitTiming; warm: Sub
     if (s.files !== SMALL.nfiles) throw new Error(`server holds ${s.files} files after the small submit`);
     const b2 = batchName('t');
     const warm = await timedSmallSubmit(gahp, server, submitLine(b2, jobsOver(b2, files, SMALL.njobs)));
-    return { cold, warm };
+    return { cold, warm, floorMs: await callFloor(server) };
   } finally {
     await gahp.close();
     await server.close();
