@@ -9,7 +9,8 @@
  *     by BOINC's create_work (validate.ts); nothing is sent if not;
  *  2. every unique source path is an existing, readable regular file (nothing is created
  *     or uploaded before this; only the read-only get_templates and query_batch of steps 3
- *     and 4 are already on their way, and are cancelled if a file fails);
+ *     and 4 are already on their way, and are cancelled if a file fails, and the ledger's
+ *     'creating' record of a name it does not know is being written);
  *  3. get_templates(app), sent together with step 4's query_batch: each job's input count
  *     must match the input template; when every job's dst_names are the template's
  *     open_names, inputs go in template order. The template last seen for the project and
