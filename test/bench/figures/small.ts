@@ -15,6 +15,10 @@
  * - warm_submit_round_trips, warm_submit_overhead_ms: the same for a second BOINC_SUBMIT
  *   of the same files from the same GAHP (new batch and job names): files on the server,
  *   hashes cached.
+ * - session_submit_overhead_ms: the same cold submit in another fresh GAHP, state dir and
+ *   server, sent after BOINC_PING as HTCondor's gridmanager sends it (its session goes
+ *   BOINC_SELECT_PROJECT, BOINC_PING, then the first BOINC_SUBMIT: docs/gahp-protocol.md): the
+ *   RPC code has run once then, the submit's own code not.
  * - rpc_call_floor_ms: what one call costs a minimal client on top of the server's time,
  *   measured the same way (its wall time minus the server's): the bench process itself,
  *   its code long warm, POSTing a small get_templates with node's http to the same server
@@ -95,6 +99,26 @@ async function timedSmallSubmit(gahp: GahpDriver, server: BenchServer, line: str
 }
 
 let seed = 70000;
+
+/** session_submit_overhead_ms: a cold submit after start-up, BOINC_SELECT_PROJECT and BOINC_PING. */
+export async function sessionSubmitOnce(): Promise<SubmitTiming> {
+  const dir = benchTempDir('session');
+  const server = await BenchServer.start({ latencyMs: SERVER_DELAY_MS });
+  const gahp = await GahpDriver.start();
+  try {
+    const files = writeMany(dir, SMALL.nfiles, SMALL.fileBytes, (seed += 100));
+    await gahp.startup();
+    await gahp.selectProject(server.url, server.authenticator);
+    const ping = await gahp.callNotified('BOINC_PING', '');
+    if (ping !== 'NULL') throw new Error(`BOINC_PING failed: ${ping.slice(0, 300)}`);
+    const b = batchName('p');
+    return await timedSmallSubmit(gahp, server, submitLine(b, jobsOver(b, files, SMALL.njobs)));
+  } finally {
+    await gahp.close();
+    await server.close();
+    removeTempDir(dir);
+  }
+}
 
 /** One minimal get_templates POST, its reply read whole (the server closes the connection). */
 function minimalCall(server: BenchServer): Promise<void> {
