@@ -32,14 +32,16 @@
  *  5. stage the files under `condorv_<md5>`, linked to the batch, as their hashes arrive
  *     (staging/stage-inputs.ts, upload.ts: batch-linked query_files, upload only what is
  *     absent in bounded concurrent upload_files requests, recovery through query_files
- *     without batch_id);
+ *     without batch_id). Files this submit hashed itself (not in the hash cache) are asked
+ *     about with query_files without batch_id while a new batch is created
+ *     (staging/early-probe.ts): those found absent are uploaded as soon as it exists;
  *  6. submit_batch into that batch id (staging/batch-calls.ts): jobs in order, job params,
  *     app_version_num; ledger 'submitted'.
  * So a warm submit (template seen before, hashes cached, files on the server, a new batch
  * name) waits for three calls one after another: create_batch (query_batch and
- * get_templates alongside), query_files, submit_batch; the first submit of an app, with
- * new files, for four: create_batch (the same two alongside), query_files, upload_files,
- * submit_batch. Commands for one batch (name,
+ * get_templates alongside), query_files, submit_batch; a submit of new files (its first
+ * of the app included) for three too: create_batch (the same two and the early
+ * query_files alongside), upload_files, submit_batch. Commands for one batch (name,
  * project and account) run one at a time in this GAHP, each against the project selected
  * when its line was read. Hashing and staging report progress to services.progress, if
  * set (at a bounded rate; never on the protocol).
@@ -59,7 +61,8 @@ import type { ProjectBinding } from '../session.js';
 import { submitBatch } from '../staging/batch-calls.js';
 import { BatchLookup, chooseBatch, type BatchChoice } from '../staging/batch-choice.js';
 import { HashCache } from '../staging/hash-cache.js';
-import { HashPool, hashSources, type HashSourcesResult } from '../staging/hashing.js';
+import { EarlyProbe } from '../staging/early-probe.js';
+import { HashPool, hashSources, type HashedFile, type HashSourcesResult } from '../staging/hashing.js';
 import { parseSubmitArgs, type SubmitJobSpec, type SubmitRequest } from '../staging/parse.js';
 import { physName } from '../staging/plan.js';
 import { PhaseProgress } from '../staging/progress.js';
@@ -156,15 +159,15 @@ function askTemplates(shared: SubmitShared, projectUrl: string, req: SubmitReque
   return { cached, fresh };
 }
 
-/** Step 4's hashing, started as soon as the files are checked; results go to `feed`. */
-function startHashing(shared: SubmitShared, stats: Map<string, BigIntStats>, feed: HashFeed, ctx: HandlerContext, tag: string, t0: number, jobCount: number) {
+/** Step 4's hashing, started as soon as the files are checked; each hash goes to `onHashed` as it is known. */
+function startHashing(shared: SubmitShared, stats: Map<string, BigIntStats>, onHashed: (path: string, file: HashedFile) => void, ctx: HandlerContext, tag: string, t0: number, jobCount: number) {
   const { services } = shared;
   let hashBytes = 0;
   if (services.progress) for (const st of stats.values()) hashBytes += Number(st.size);
   const progress = new PhaseProgress(services.progress, ctx.reqId, 'hash', stats.size, hashBytes);
   const hashed = step('hashing input files', async () => {
     const { cache, pool } = await shared.hashing();
-    return hashSources(stats, cache, pool, ctx.signal, feed.push, (n, b) => progress.add(n, b));
+    return hashSources(stats, cache, pool, ctx.signal, onHashed, (n, b) => progress.add(n, b));
   });
   hashed.catch(() => undefined);
   const done = { at: 0 };
@@ -177,6 +180,17 @@ function startHashing(shared: SubmitShared, stats: Map<string, BigIntStats>, fee
 }
 
 async function submit(shared: SubmitShared, req: SubmitRequest, binding: ProjectBinding, ctx: HandlerContext): Promise<string[]> {
+  // Asks which freshly hashed files the server lacks while the batch is created; no call
+  // starts once the command is over.
+  const early = new EarlyProbe(binding.rpc, ctx.signal, (l) => shared.services.log.info(`BOINC_SUBMIT ${ctx.reqId} ${req.batchName}: ${l}`));
+  try {
+    return await submitWith(shared, req, binding, ctx, early);
+  } finally {
+    early.close();
+  }
+}
+
+async function submitWith(shared: SubmitShared, req: SubmitRequest, binding: ProjectBinding, ctx: HandlerContext, early: EarlyProbe): Promise<string[]> {
   const { services } = shared;
   const { config, ledger, log } = services;
   const { project, rpc } = binding;
@@ -188,17 +202,18 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
   // 3 and 4 start first, read-only: the template and what the server knows of a batch of
   // this name, asked at once and while the input files are checked. If the files fail
   // the check both are cancelled.
-  const lookups = new AbortController();
-  const lookupSignal = AbortSignal.any([signal, lookups.signal]);
   const record = ledger.get(project.url, req.batchName);
-  const templates = askTemplates(shared, project.url, req, binding, lookupSignal);
-  const lookup = new BatchLookup(rpc, req.batchName, record?.batchId, lookupSignal);
   // A name the ledger does not know is created next (unless a check fails): its
-  // 'creating' record is written now and made durable while the files are checked, not
-  // between the checks and create_batch. A check that fails leaves the record without a
-  // batch id, which a repeat handles like any name (it looks it up first).
+  // 'creating' record is written first and made durable while the lookups go out and the
+  // files are checked, not between the checks and create_batch. A check that fails leaves
+  // the record without a batch id, which a repeat handles like any name (it looks it up
+  // first).
   const creatingRecorded = record !== undefined ? undefined : recordBatch({ state: 'creating', physFiles: [], jobs: {} });
   creatingRecorded?.catch(() => undefined);
+  const lookups = new AbortController();
+  const lookupSignal = AbortSignal.any([signal, lookups.signal]);
+  const templates = askTemplates(shared, project.url, req, binding, lookupSignal);
+  const lookup = new BatchLookup(rpc, req.batchName, record?.batchId, lookupSignal);
   // Two turns of the event loop (a poll phase between them) before the files are checked:
   // node opens a connection in a later tick and writes the request once it is connected,
   // so without them both calls would wait for the checks instead of the server working on
@@ -254,9 +269,16 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
   choosing?.catch(() => undefined);
 
   // 4 (hashing). Results arrive while the template is checked and the batch looked for or
-  // created; once the batch exists they feed the stager at once.
+  // created; once the batch exists they feed the stager at once. While the batch is being
+  // made, the server is asked which of the files not in the hash cache it lacks
+  // (early-probe.ts); not while a template that no longer fits is asked for again.
   const feed = new HashFeed();
-  const hashes = startHashing(shared, stats, feed, ctx, tag, t0, req.jobs.length);
+  const probing = choosing !== undefined;
+  const onHashed = (path: string, h: HashedFile) => {
+    feed.push(path, h);
+    if (h.fresh && probing) early.add(physName(h.md5));
+  };
+  const hashes = startHashing(shared, stats, onHashed, ctx, tag, t0, req.jobs.length);
 
   if (!fitted) {
     try {
@@ -289,6 +311,7 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
     toSubmit: choice.kind === 'reuse' ? choice.toSubmit : fitted.jobs,
     stats,
     feed,
+    early,
     hashing: hashes.hashed,
     recheck: async () => {
       const cached = templates.cached;

@@ -5,6 +5,7 @@
  */
 import type { BigIntStats } from 'node:fs';
 import type { BoincRpc, SubmitJob } from '../../boinc-rpc/types.js';
+import type { EarlyProbe } from './early-probe.js';
 import type { HashedFile, HashSourcesResult } from './hashing.js';
 import type { SubmitJobSpec } from './parse.js';
 import { physName } from './plan.js';
@@ -47,6 +48,8 @@ export interface StageInputsOptions {
   toSubmit: readonly SubmitJobSpec[];
   stats: ReadonlyMap<string, BigIntStats>;
   feed: HashFeed;
+  /** What query_files without batch_id said of files hashed meanwhile (used for a new batch only). */
+  early: EarlyProbe;
   hashing: Promise<HashSourcesResult>;
   /**
    * Called once every hash is known, while the last files are staged: every job again when
@@ -85,11 +88,14 @@ export async function stageInputs(o: StageInputsOptions): Promise<StagedInputs> 
     batchId: o.batchId,
     deleteTime: Math.floor(Date.now() / 1000) + o.leaseSeconds,
     reused: o.reused,
+    ...(o.reused ? {} : { early: o.early }),
     log: o.log,
     signal: o.signal,
     ...(o.progress ? { onSettled: (n: number, b: number) => uploadProgress.add(n, b) } : {}),
   });
   const distinct = new Set<string>();
+  // The batch exists: files hashed from now on are queried with its id at once.
+  o.early.close();
   o.feed.connect((list) => {
     const out: StageFile[] = [];
     for (const [p, h] of list) {

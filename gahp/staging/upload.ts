@@ -17,6 +17,10 @@
  * - `upload_files` of a registered name fails; it is sent only for names a query reported
  *   absent, with batch_id and delete_time (the lease's end) so the uploaded files are linked
  *   and protected; a new row takes that delete_time as it is inserted (no update involved).
+ *   For a new batch, that query may be the early probe's (early-probe.ts: query_files
+ *   without batch_id for files hashed while the batch was created): files it found absent
+ *   are uploaded without another query. One registered meanwhile by someone else makes the
+ *   upload fail with `Duplicate entry`, which the recovery below turns into a link.
  * - Every upload_files request fits the project's PHP limits (max_file_uploads,
  *   post_max_size counting the multipart framing, upload_max_filesize); a file that cannot
  *   fit fails staging at once, naming the php.ini settings to raise.
@@ -40,6 +44,7 @@
 import PQueue from 'p-queue';
 import type { BoincRpc } from '../../boinc-rpc/types.js';
 import { formatPhpSize } from '../../boinc-rpc/upload-limits.js';
+import type { EarlyAnswers } from './early-probe.js';
 import { FileCalls, QUERY_CHUNK, StagingError, type StageFile, type StageReport } from './file-calls.js';
 
 export type { StageFile, StageReport };
@@ -70,6 +75,12 @@ export interface StageOptions {
   signal?: AbortSignal;
   /** Called with files (and their bytes) found on the server or uploaded, as that becomes known (progress display). */
   onSettled?: (files: number, bytes: number) => void;
+  /**
+   * For a new batch: what query_files without batch_id said of files hashed while the batch
+   * was created (early-probe.ts). Those found absent go straight to the upload groups; the
+   * others are queried with batch_id as usual.
+   */
+  early?: EarlyAnswers;
 }
 
 /**
@@ -190,6 +201,22 @@ export function createStager(opts: StageOptions): Stager {
     }));
   });
 
+  /** Files waiting for the early probe's answers: absent ones to the upload groups, the others queried together. */
+  let routing: Array<Promise<void>> = [];
+  async function route(files: readonly StageFile[], answers: ReadonlyArray<Promise<boolean | undefined>>): Promise<void> {
+    const absent = await Promise.all(answers);
+    if (failure) return;
+    try {
+      files.forEach((f, i) => {
+        if (absent[i] === true) groups.add(f);
+        else pending.push(f);
+      });
+    } catch (err) {
+      fail(err);
+    }
+    kick();
+  }
+
   function kick(): void {
     if (querying || pending.length === 0 || failure) return;
     querying = (async () => {
@@ -210,15 +237,30 @@ export function createStager(opts: StageOptions): Stager {
 
   return {
     add(files) {
+      const asked: StageFile[] = [];
+      const answers: Array<Promise<boolean | undefined>> = [];
       for (const f of files) {
         if (seen.has(f.physName)) continue;
         seen.add(f.physName);
-        pending.push(f);
+        const early = opts.early?.answer(f.physName);
+        if (early) {
+          asked.push(f);
+          answers.push(early);
+        } else {
+          pending.push(f);
+        }
       }
+      if (asked.length > 0) routing.push(route(asked, answers));
       kick();
     },
     async finish() {
-      while (querying) await querying;
+      // An answer may queue a file for a query, and a query may end after the last answer.
+      while (querying || routing.length > 0) {
+        const waiting = routing;
+        routing = [];
+        await Promise.all(waiting);
+        if (querying) await querying;
+      }
       groups.end();
       await Promise.all(running);
       if (failure) throw failure.err;

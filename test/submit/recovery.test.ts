@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { startEnv, batchName, jobName, sleep, type Env } from '../commands/helpers.js';
 import { JournalLedger } from '../../gahp/ledger/journal-ledger.js';
 import type { FaultSpec } from '../../fixtures/test-server/types.js';
-import { submitLine, phys, writeInput, rpcNames, uploadedNames, expectOneCompleteBatch, type LineJob } from './support.js';
+import { submitLine, phys, writeInput, rpcNames, uploadedNames, expectOneCompleteBatch, cacheHashes, type LineJob } from './support.js';
 
 let env: Env;
 let logFile: string;
@@ -35,7 +35,7 @@ const escapeRe = (t: string) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 let fileSeq = 0;
 /** n distinct small input files; jobs use them round-robin (uppercase app). */
-function makeBatch(nfiles: number, njobs: number, app = 'uppercase'): { batch: string; jobs: LineJob[]; line: string; contents: string[] } {
+function makeBatch(nfiles: number, njobs: number, app = 'uppercase'): { batch: string; jobs: LineJob[]; line: string; contents: string[]; paths: string[] } {
   const batch = batchName(app);
   const contents: string[] = [];
   const paths: string[] = [];
@@ -47,7 +47,7 @@ function makeBatch(nfiles: number, njobs: number, app = 'uppercase'): { batch: s
   }
   const jobs: LineJob[] = [];
   for (let j = 0; j < njobs; j++) jobs.push({ name: jobName(batch, 10 + tag, j), inputs: [[paths[j % nfiles]!, 'in']] });
-  return { batch, jobs, line: submitLine(batch, app, jobs), contents };
+  return { batch, jobs, line: submitLine(batch, app, jobs), contents, paths };
 }
 
 /** Every name was stored at most once: no name was successfully uploaded twice. */
@@ -69,7 +69,11 @@ describe('faults during staging', () => {
   ];
   test.each(faults)('%s: the submit recovers with one complete batch', async (_what, fault) => {
     // 45 files: three upload_files requests of at most 20 files.
-    const { batch, jobs, line, contents } = makeBatch(45, 60);
+    const { batch, jobs, line, contents, paths } = makeBatch(45, 60);
+    // Faults of the batch-linked query_files: hashes cached, so that it is the first file
+    // call (freshly hashed files are asked about without batch_id first, and all found
+    // absent go straight to upload_files).
+    if (fault.rpc === 'query_files') await cacheHashes(env.stateDir, paths);
     env.server.injectFault(fault);
     const since = env.server.rpcLog().length;
     expect(await submit(line)).toEqual(['NULL']);
@@ -91,6 +95,7 @@ describe('faults during staging', () => {
 
   test('files already on the server: a lost reply of the linking query_files, then kill -9 while the linking query is answered', async () => {
     const first = makeBatch(8, 8);
+    await cacheHashes(env.stateDir, first.paths);
     expect(await submit(first.line)).toEqual(['NULL']);
     // Same files, new batch: the batch-linked query links all 8 but its reply is lost.
     const b2 = batchName('uppercase');

@@ -1,7 +1,8 @@
 /**
  * BOINC_SUBMIT's sequential calls (issue 12). A real server charges 5-25 ms per call, so a
  * warm submit (template known, hashes cached, files on the server) waits only for
- * create_batch, query_files and submit_batch one after another: query_batch (whether the
+ * create_batch, query_files and submit_batch one after another, and the first submit of
+ * new files for create_batch, upload_files and submit_batch: query_batch (whether the
  * name exists: the gridmanager resubmits batches it finds empty, and BOINC accepts
  * duplicate names; test/submit/same-name) and get_templates go alongside create_batch. And
  * the cached template must not hide a change of the app's input template.
@@ -11,7 +12,7 @@ import type { IncomingMessage } from 'node:http';
 import { startEnv, batchName, jobName, type Env } from '../commands/helpers.js';
 import { sampleApps } from '../../fixtures/apps.js';
 import type { TestApp } from '../../fixtures/test-server/types.js';
-import { submitLine, phys, writeInput, rpcNames, expectOneCompleteBatch } from './support.js';
+import { submitLine, phys, writeInput, rpcNames, expectOneCompleteBatch, cacheHashes, probeCalls } from './support.js';
 
 /** An app whose input template the tests change while the GAHP runs (the server reads it per call). */
 const pairApp: TestApp = {
@@ -45,6 +46,7 @@ async function submit(line: string): Promise<string[]> {
 
 test('a warm submit sends query_batch, create_batch, query_files and submit_batch, and get_templates; no upload', async () => {
   const paths = [0, 1, 2].map((i) => writeInput(env.dir, `warm${i}.txt`, `warm input ${i}\n`));
+  await cacheHashes(env.stateDir, paths);
   const first = batchName('uppercase');
   const jobsOf = (b: string) => Array.from({ length: 6 }, (_, i) => ({ name: jobName(b, 1, i), inputs: [[paths[i % 3]!, 'in']] as Array<[string, string]> }));
   expect(await submit(submitLine(first, 'uppercase', jobsOf(first)))).toEqual(['NULL']);
@@ -118,7 +120,11 @@ test('the first submit of an app (template not seen yet) creates the batch while
   expect(msg).toContain(job);
   expect(msg).toContain('input template has 3');
   expect(msg).toContain(`batch ${batch} was created with no jobs`);
-  expect(rpcNames(env.server, since).sort()).toEqual(['create_batch', 'get_templates', 'query_batch']);
+  // And perhaps a query_files without batch_id (which of the freshly hashed files the server
+  // lacks, if they were hashed before the batch existed): nothing linked.
+  const names = rpcNames(env.server, since);
+  expect(names.filter((n) => n !== 'query_files').sort()).toEqual(['create_batch', 'get_templates', 'query_batch']);
+  expect(probeCalls(env.server, since)).toBe(names.filter((n) => n === 'query_files').length);
   const made = env.server.batches().filter((b) => b.name === batch);
   expect(made).toHaveLength(1);
   expect(made[0]!.jobNames).toEqual([]);
@@ -177,7 +183,7 @@ describe('with a server that takes 200 ms per call', () => {
     await slow?.close();
   });
 
-  test('the first submit of an app, with new files, waits for four calls one after another', async () => {
+  test('the first submit of an app, with new files, waits for three calls one after another', async () => {
     const paths = [0, 1].map((i) => writeInput(slow.dir, `cold${i}.txt`, `cold input ${i}\n`));
     const batch = batchName('concat');
     const jobs = [0, 1, 2].map((i) => ({ name: jobName(batch, 7, i), inputs: [[paths[i % 2]!, 'a'], [paths[(i + 1) % 2]!, 'b']] as Array<[string, string]> }));
@@ -185,13 +191,17 @@ describe('with a server that takes 200 ms per call', () => {
     const since = slow.server.rpcLog().length;
     expect(await slow.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'concat', jobs)}`, 60_000)).toEqual(['NULL']);
     expect(rpcNames(slow.server, since).sort()).toEqual(['create_batch', 'get_templates', 'query_batch', 'query_files', 'submit_batch', 'upload_files']);
+    // get_templates, query_batch, create_batch and query_files without batch_id (are the
+    // freshly hashed files on the server?) together; then upload_files, submit_batch.
+    expect(probeCalls(slow.server, since)).toBe(1);
     expect(calls).toHaveLength(6);
-    expect(sequentialCalls(calls)).toBe(4);
+    expect(sequentialCalls(calls)).toBe(3);
     expectOneCompleteBatch(slow.server, batch, jobs.map((j) => j.name));
   });
 
   test('a warm submit of a new batch name waits for three calls one after another', async () => {
     const paths = [0, 1].map((i) => writeInput(slow.dir, `seq${i}.txt`, `sequential input ${i}\n`));
+    await cacheHashes(slow.stateDir, paths);
     const jobsOf = (b: string) => Array.from({ length: 4 }, (_, i) => ({ name: jobName(b, 4, i), inputs: [[paths[i % 2]!, 'in']] as Array<[string, string]> }));
     const first = batchName('uppercase');
     expect(await slow.gahp.call(`BOINC_SUBMIT ${submitLine(first, 'uppercase', jobsOf(first))}`, 60_000)).toEqual(['NULL']);

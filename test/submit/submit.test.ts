@@ -262,10 +262,13 @@ describe('checks before anything is created', () => {
     const [m1] = await submit(submitLine(batch, 'nosuchapp', [{ name: jobName(batch, 1, 0), inputs: [[p, 'in']] }]));
     expect(m1).toMatch(/^get_templates: get_templates failed: .*nosuchapp/);
     // With no template of the app seen yet, query_batch and create_batch go out together
-    // with get_templates; create_batch fails on the unknown app too: nothing is created.
+    // with get_templates, and a query_files without batch_id may (read-only: is the freshly
+    // hashed file on the server?); create_batch fails on the unknown app too: nothing is
+    // created.
     const names = rpcNames(env.server, since);
     expect(names).toContain('get_templates');
-    expect(names.filter((n) => n !== 'query_batch' && n !== 'query_batch2').sort()).toEqual(['create_batch', 'get_templates']);
+    expect(names.filter((n) => n !== 'query_batch' && n !== 'query_batch2' && n !== 'query_files').sort()).toEqual(['create_batch', 'get_templates']);
+    expect(env.server.rpcLog().slice(since).filter((e) => e.rpc === 'query_files' && /<batch_id>/.test(e.raw))).toEqual([]);
     expect(env.server.batches().filter((b) => b.name === batch)).toEqual([]);
 
     const fresh = await GahpProcess.start();

@@ -4,6 +4,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
 import { esc } from '../commands/helpers.js';
+import { HashCache } from '../../gahp/staging/hash-cache.js';
+import { fileKey } from '../../gahp/staging/hash-key.js';
 
 export interface LineJob {
   name: string;
@@ -71,4 +73,26 @@ export function expectOneCompleteBatch(server: ExtendedTestBoincServer, batch: s
       expect(stored!.batches).toContain(b.id);
     }
   }
+}
+
+/**
+ * Puts the files' hashes into the state directory's hash cache (as an earlier submit of
+ * this GAHP would have), once they are old enough not to be racy: a submit then finds them
+ * cached, so it does not ask about them before the batch exists (gahp/staging/early-probe.ts)
+ * and its first file call is the batch-linked query_files. The GAHP reads the cache's new
+ * lines at its next submit.
+ */
+export async function cacheHashes(stateDir: string, paths: readonly string[]): Promise<void> {
+  await new Promise((r) => setTimeout(r, 60));
+  const cache = HashCache.open(stateDir);
+  try {
+    cache.record(paths.map((p) => ({ key: fileKey(fs.statSync(p, { bigint: true })), md5: md5(fs.readFileSync(p)), hashedAtMs: Date.now() })));
+  } finally {
+    cache.close();
+  }
+}
+
+/** query_files calls since `since` that carry no batch_id: the early probes of freshly hashed files. */
+export function probeCalls(server: ExtendedTestBoincServer, since = 0): number {
+  return server.rpcLog().slice(since).filter((e) => e.rpc === 'query_files' && !/<batch_id>/.test(e.raw)).length;
 }
