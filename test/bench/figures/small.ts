@@ -36,7 +36,7 @@ import { cpuTicks, currentRss } from '../lib/proc.js';
 import { BenchServer, type CallTime } from '../lib/server.js';
 import { benchTempDir, removeTempDir } from '../lib/tmp.js';
 import { writeMany } from '../lib/files.js';
-import { sleep } from '../lib/stats.js';
+import { median, sleep } from '../lib/stats.js';
 import { APP, batchName, jobsOver, submitLine } from './submit.js';
 
 /** Added by the test server to every call (the low end of a real server on loopback). */
@@ -100,24 +100,35 @@ async function timedSmallSubmit(gahp: GahpDriver, server: BenchServer, line: str
 
 let seed = 70000;
 
-/** session_submit_overhead_ms: a cold submit after start-up, BOINC_SELECT_PROJECT and BOINC_PING. */
-export async function sessionSubmitOnce(): Promise<SubmitTiming> {
-  const dir = benchTempDir('session');
+/**
+ * A fresh test server (SERVER_DELAY_MS per call) and GAHP, through the start-up sequence
+ * and BOINC_SELECT_PROJECT, and SMALL.nfiles new files (new content every run: new to the
+ * server and to the hash cache); all removed after `fn`.
+ */
+async function withSmallWorld<T>(tag: string, fn: (gahp: GahpDriver, server: BenchServer, files: string[]) => Promise<T>): Promise<T> {
+  const dir = benchTempDir(tag);
   const server = await BenchServer.start({ latencyMs: SERVER_DELAY_MS });
   const gahp = await GahpDriver.start();
   try {
     const files = writeMany(dir, SMALL.nfiles, SMALL.fileBytes, (seed += 100));
     await gahp.startup();
     await gahp.selectProject(server.url, server.authenticator);
-    const ping = await gahp.callNotified('BOINC_PING', '');
-    if (ping !== 'NULL') throw new Error(`BOINC_PING failed: ${ping.slice(0, 300)}`);
-    const b = batchName('p');
-    return await timedSmallSubmit(gahp, server, submitLine(b, jobsOver(b, files, SMALL.njobs)));
+    return await fn(gahp, server, files);
   } finally {
     await gahp.close();
     await server.close();
     removeTempDir(dir);
   }
+}
+
+/** session_submit_overhead_ms: a cold submit after start-up, BOINC_SELECT_PROJECT and BOINC_PING. */
+export function sessionSubmitOnce(): Promise<SubmitTiming> {
+  return withSmallWorld('session', async (gahp, server, files) => {
+    const ping = await gahp.callNotified('BOINC_PING', '');
+    if (ping !== 'NULL') throw new Error(`BOINC_PING failed: ${ping.slice(0, 300)}`);
+    const b = batchName('p');
+    return timedSmallSubmit(gahp, server, submitLine(b, jobsOver(b, files, SMALL.njobs)));
+  });
 }
 
 /** One minimal get_templates POST, its reply read whole (the server closes the connection). */
@@ -146,19 +157,11 @@ async function callFloor(server: BenchServer, n = 8): Promise<number> {
     const calls = (await server.calls()).filter((c) => c.end > t0 && c.start < t1);
     perCall.push(t1 - t0 - busyMs(calls, t0, t1));
   }
-  perCall.sort((a, b) => a - b);
-  return perCall[Math.floor(perCall.length / 2)]!;
+  return median(perCall);
 }
 
-export async function smallSubmitOnce(): Promise<{ cold: SubmitTiming; warm: SubmitTiming; floorMs: number }> {
-  const dir = benchTempDir('small');
-  const server = await BenchServer.start({ latencyMs: SERVER_DELAY_MS });
-  const gahp = await GahpDriver.start();
-  try {
-    // New content every run: the files are new to the server and to the hash cache.
-    const files = writeMany(dir, SMALL.nfiles, SMALL.fileBytes, (seed += 100));
-    await gahp.startup();
-    await gahp.selectProject(server.url, server.authenticator);
+export function smallSubmitOnce(): Promise<{ cold: SubmitTiming; warm: SubmitTiming; floorMs: number }> {
+  return withSmallWorld('small', async (gahp, server, files) => {
     const b1 = batchName('s');
     const cold = await timedSmallSubmit(gahp, server, submitLine(b1, jobsOver(b1, files, SMALL.njobs)));
     const s = await server.summary();
@@ -166,11 +169,7 @@ export async function smallSubmitOnce(): Promise<{ cold: SubmitTiming; warm: Sub
     const b2 = batchName('t');
     const warm = await timedSmallSubmit(gahp, server, submitLine(b2, jobsOver(b2, files, SMALL.njobs)));
     return { cold, warm, floorMs: await callFloor(server) };
-  } finally {
-    await gahp.close();
-    await server.close();
-    removeTempDir(dir);
-  }
+  });
 }
 
 function threads(pid: number): number {
