@@ -37,12 +37,17 @@ export class EarlyProbe implements EarlyAnswers {
   private sending = false;
   private kickQueued = false;
   private closed = false;
+  /** Cancels a call still in flight once its answer is no longer waited for. */
+  private readonly stop = new AbortController();
+  private readonly signal: AbortSignal;
 
   constructor(
     private readonly rpc: BoincRpc,
-    private readonly signal: AbortSignal,
+    signal: AbortSignal,
     private readonly log: (line: string) => void,
-  ) {}
+  ) {
+    this.signal = AbortSignal.any([signal, this.stop.signal]);
+  }
 
   /**
    * The physical name of a file just hashed. Names added together (one piece of hash
@@ -66,8 +71,10 @@ export class EarlyProbe implements EarlyAnswers {
 
   /**
    * Starts no more calls: names not yet sent get no answer at once; a call in flight has
-   * ANSWER_GRACE_MS more to answer. Its answer usually comes right after create_batch's
-   * (both were sent together), but a hint is not worth waiting a server's timeout for.
+   * ANSWER_GRACE_MS more to answer, then is cancelled (it would hold one of the client's
+   * concurrent slots through its retries). Its answer usually comes right after
+   * create_batch's (both were sent together), but a hint is not worth waiting a server's
+   * timeout for.
    */
   close(): void {
     if (this.closed) return;
@@ -77,6 +84,7 @@ export class EarlyProbe implements EarlyAnswers {
     if (this.settle.size === 0) return;
     setTimeout(() => {
       for (const name of [...this.settle.keys()]) this.resolve(name, undefined);
+      this.stop.abort();
     }, ANSWER_GRACE_MS).unref();
   }
 

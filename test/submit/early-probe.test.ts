@@ -104,3 +104,17 @@ test('a file found absent, then uploaded by another client before ours: upload_f
   expect(uploads.length).toBeGreaterThan(1);
   expectLinked(contents, batch);
 });
+
+test('the probe hangs: once the batch exists its answer is waited for briefly, then the files are queried with the batch id', async () => {
+  const { batch, jobs, line, contents } = makeBatch(2);
+  env.server.injectFault({ script: 'job_file.php', rpc: 'query_files', kind: 'hang' });
+  const since = env.server.rpcLog().length;
+  const started = Date.now();
+  // The RPC timeout is 60 s: an answer waited for in full would take that long.
+  expect(await env.gahp.call(`BOINC_SUBMIT ${line}`, 60_000)).toEqual(['NULL']);
+  expect(Date.now() - started).toBeLessThan(10_000);
+  expectOneCompleteBatch(env.server, batch, jobs.map((j) => j.name));
+  expect(probeCalls(env.server, since)).toBe(1);
+  expect(linkedQueries(since)).toBe(1);
+  expectLinked(contents, batch);
+});
