@@ -179,6 +179,65 @@ function startHashing(shared: SubmitShared, stats: Map<string, BigIntStats>, onH
   return { hashed, done };
 }
 
+type FittedJobs = { jobs: SubmitJobSpec[]; reordered: boolean };
+
+/**
+ * Steps 3 and 4 begun. The jobs fitted to the cached template (when there is one and they
+ * fit) and the batch choice started with them; else the fresh template asked for, and with
+ * no template seen yet for the app the choice started too: the batch is looked up and
+ * created while get_templates is answered, one call fewer one after another
+ * (docs/architecture.md, "Round trips"). Only an existing batch needs the checked jobs to
+ * decide; if they do not fit, the new batch stays empty, as after a template change. When
+ * jobs that do not fit the cached template wait for the fresh one, nothing is started.
+ */
+async function fitAndChoose(
+  templates: { cached: AppTemplates | undefined; fresh: Promise<AppTemplates> },
+  fitTemplate: (t: AppTemplates) => Promise<FittedJobs>,
+  choose: (jobs: Promise<readonly SubmitJobSpec[]>) => Promise<BatchChoice>,
+): Promise<{ fitted?: FittedJobs; usedTemplates?: AppTemplates; fresh?: Promise<{ t: AppTemplates; fit: FittedJobs }>; choosing?: Promise<BatchChoice> }> {
+  if (templates.cached) {
+    try {
+      const fitted = await fitTemplate(templates.cached);
+      const choosing = choose(Promise.resolve(fitted.jobs));
+      choosing.catch(() => undefined);
+      return { fitted, usedTemplates: templates.cached, choosing };
+    } catch {
+      // The app may have changed: decide on the fresh template.
+    }
+  }
+  const fresh = step('get_templates', () => templates.fresh).then(async (t) => ({ t, fit: await fitTemplate(t) }));
+  fresh.catch(() => undefined);
+  if (templates.cached) return { fresh };
+  const jobs = fresh.then((f) => f.fit.jobs);
+  jobs.catch(() => undefined); // awaited only for an existing batch
+  const choosing = choose(jobs);
+  choosing.catch(() => undefined);
+  return { fresh, choosing };
+}
+
+/**
+ * The jobs again when the app's input template changed since the cached one they were
+ * checked and ordered with (undefined: unchanged, or they were checked with the fresh one).
+ */
+async function recheckTemplate(
+  templates: { cached: AppTemplates | undefined; fresh: Promise<AppTemplates> },
+  usedTemplates: AppTemplates | undefined,
+  fitTemplate: (t: AppTemplates) => Promise<FittedJobs>,
+  log: (line: string) => void,
+  batchName: string,
+): Promise<readonly SubmitJobSpec[] | undefined> {
+  const cached = templates.cached;
+  if (usedTemplates !== cached || cached === undefined) return undefined;
+  const fresh = await step('get_templates', () => templates.fresh);
+  if (sameNames(fresh.inputOpenNames, cached.inputOpenNames)) return undefined;
+  log(`the app's input template changed since the last submit (${cached.inputOpenNames.join(', ')} -> ${fresh.inputOpenNames.join(', ')}): inputs checked and ordered again`);
+  try {
+    return (await fitTemplate(fresh)).jobs;
+  } catch (err) {
+    throw new SubmitError(`${errorMessage(err)} (batch ${batchName} was created with no jobs; a corrected BOINC_SUBMIT of the same batch name fills it)`);
+  }
+}
+
 async function submit(shared: SubmitShared, req: SubmitRequest, binding: ProjectBinding, ctx: HandlerContext): Promise<string[]> {
   // Asks which freshly hashed files the server lacks while the batch is created; no call
   // starts once the command is over.
@@ -230,43 +289,15 @@ async function submitWith(shared: SubmitShared, req: SubmitRequest, binding: Pro
     throw err;
   }
 
-  // 3. Template: counts and order, from the cached template when there is one (checked
-  // against the fresh answer before submit_batch); a job that does not fit the cached one
-  // waits for the fresh one before failing.
-  const fitTemplate = (t: AppTemplates) => step('checking input files against the app template', () => orderInputs(req.jobs, t.inputOpenNames));
+  // 3 and 4: the template fit, and which batch (new, reused or complete already:
+  // batch-choice.ts), started before the hashing so that a create_batch is on its way first.
+  const fitTemplate = (t: AppTemplates): Promise<FittedJobs> => step('checking input files against the app template', () => orderInputs(req.jobs, t.inputOpenNames));
   const choose = (jobs: Promise<readonly SubmitJobSpec[]>) =>
     chooseBatch({ rpc, req, jobs, lookup, record, creatingRecorded, recordBatch, leaseSeconds: config.defaultLeaseSeconds, log, tag, signal });
-  let usedTemplates: AppTemplates | undefined;
-  let fitted: { jobs: SubmitJobSpec[]; reordered: boolean } | undefined;
-  if (templates.cached) {
-    try {
-      fitted = await fitTemplate(templates.cached);
-      usedTemplates = templates.cached;
-    } catch {
-      // The app may have changed: decide on the fresh template below.
-    }
-  }
-  // 4. Which batch: new, reused or complete already (batch-choice.ts), started before the
-  // hashing so that a create_batch is on its way first.
-  let choosing: Promise<BatchChoice> | undefined;
-  let fresh: Promise<{ t: AppTemplates; fit: { jobs: SubmitJobSpec[]; reordered: boolean } }> | undefined;
-  if (fitted) {
-    choosing = choose(Promise.resolve(fitted.jobs));
-  } else {
-    fresh = step('get_templates', () => templates.fresh).then(async (t) => ({ t, fit: await fitTemplate(t) }));
-    fresh.catch(() => undefined);
-    // No template seen for this app yet (the first submit of the app in this GAHP): the
-    // batch is looked up and created while get_templates is answered, one call fewer one
-    // after another (docs/architecture.md, "Round trips"). Only an existing batch needs the
-    // checked jobs to decide; if they do not fit, the new batch stays empty, as after a
-    // template change (below).
-    if (!templates.cached) {
-      const jobs = fresh.then((f) => f.fit.jobs);
-      jobs.catch(() => undefined); // awaited only for an existing batch
-      choosing = choose(jobs);
-    }
-  }
-  choosing?.catch(() => undefined);
+  const started = await fitAndChoose(templates, fitTemplate, choose);
+  let { fitted, usedTemplates } = started;
+  const { fresh } = started;
+  let choosing = started.choosing;
 
   // 4 (hashing). Results arrive while the template is checked and the batch looked for or
   // created; once the batch exists they feed the stager at once. While the batch is being
@@ -283,6 +314,7 @@ async function submitWith(shared: SubmitShared, req: SubmitRequest, binding: Pro
   if (!fitted) {
     try {
       ({ t: usedTemplates, fit: fitted } = await fresh!);
+      choosing ??= choose(Promise.resolve(fitted.jobs));
     } catch (err) {
       const made = await choosing?.catch(() => undefined);
       if (made?.kind !== 'new') throw err;
@@ -292,7 +324,7 @@ async function submitWith(shared: SubmitShared, req: SubmitRequest, binding: Pro
   }
   if (fitted.reordered) log.debug(`${tag}: inputs put in template order (${usedTemplates!.inputOpenNames.join(', ')})`);
 
-  const choice = await (choosing ?? choose(Promise.resolve(fitted.jobs)));
+  const choice = await choosing!;
   if (choice.kind === 'complete') {
     // Hashes only serve the ledger, which may know the batch already.
     if (choice.recordNeeded) await recordBatch({ ...(choice.batchId > 0 ? { batchId: choice.batchId } : {}), ...submittedPatch(fitted.jobs, await hashes.hashed) });
@@ -313,18 +345,7 @@ async function submitWith(shared: SubmitShared, req: SubmitRequest, binding: Pro
     feed,
     early,
     hashing: hashes.hashed,
-    recheck: async () => {
-      const cached = templates.cached;
-      if (usedTemplates !== cached || cached === undefined) return undefined;
-      const fresh = await step('get_templates', () => templates.fresh);
-      if (sameNames(fresh.inputOpenNames, cached.inputOpenNames)) return undefined;
-      log.info(`${tag}: the app's input template changed since the last submit (${cached.inputOpenNames.join(', ')} -> ${fresh.inputOpenNames.join(', ')}): inputs checked and ordered again`);
-      try {
-        return (await fitTemplate(fresh)).jobs;
-      } catch (err) {
-        throw new SubmitError(`${errorMessage(err)} (batch ${req.batchName} was created with no jobs; a corrected BOINC_SUBMIT of the same batch name fills it)`);
-      }
-    },
+    recheck: () => recheckTemplate(templates, usedTemplates, fitTemplate, (l) => log.info(`${tag}: ${l}`), req.batchName),
     upload: shared.upload,
     leaseSeconds: config.defaultLeaseSeconds,
     progress: services.progress,
