@@ -186,7 +186,9 @@ export function createStager(opts: StageOptions): Stager {
   function fail(err: unknown): void {
     failure ??= { err };
     pending = [];
-    uploads.clear();
+    // Groups still queued are not cleared from the queue: p-queue never settles the promise
+    // of a task it drops, and finish() waits for every group's (a QUIT then waited out the
+    // shutdown grace). They start and return at once (`failure` is set).
   }
 
   const groups = new UploadGrouper(opts, (g) => {

@@ -126,6 +126,17 @@ describe('faults during staging', () => {
     expect(uploadedNames(env.server, since3)).toEqual([]);
   });
 
+  test('a persistent upload failure with more upload groups than run at once fails the submit too (groups still queued are not waited for forever)', async () => {
+    // 100 files: five upload_files groups of 20, four at a time.
+    const { line } = makeBatch(100, 100);
+    env.server.injectFault({ script: 'job_file.php', rpc: 'upload_files', kind: '5xx', count: 1000 });
+    const started = Date.now();
+    const [msg] = await submit(line, 30_000);
+    expect(msg).toMatch(/^staging input files: upload_files failed: .*500/);
+    expect(Date.now() - started).toBeLessThan(20_000);
+    env.server.clearFaults();
+  });
+
   test('a persistent upload failure fails the batch after bounded retries, saying where and why', async () => {
     const { line } = makeBatch(2, 2);
     env.server.injectFault({ script: 'job_file.php', rpc: 'upload_files', kind: '5xx', count: 1000 });
