@@ -181,6 +181,16 @@ function startHashing(shared: SubmitShared, stats: Map<string, BigIntStats>, onH
 
 type FittedJobs = { jobs: SubmitJobSpec[]; reordered: boolean };
 
+/** Steps 3 and 4 as begun by fitAndChoose. */
+type Begun =
+  | { fitted: FittedJobs; usedTemplates: AppTemplates; choosing: Promise<BatchChoice> }
+  | { fresh: Promise<{ t: AppTemplates; fit: FittedJobs }>; choosing: Promise<BatchChoice> | undefined };
+
+/** A check that failed after the batch was created: the batch stays empty for a corrected repeat. */
+function emptyBatchError(err: unknown, batchName: string): SubmitError {
+  return new SubmitError(`${errorMessage(err)} (batch ${batchName} was created with no jobs; a corrected BOINC_SUBMIT of the same batch name fills it)`);
+}
+
 /**
  * Steps 3 and 4 begun. The jobs fitted to the cached template (when there is one and they
  * fit) and the batch choice started with them; else the fresh template asked for, and with
@@ -194,7 +204,7 @@ async function fitAndChoose(
   templates: { cached: AppTemplates | undefined; fresh: Promise<AppTemplates> },
   fitTemplate: (t: AppTemplates) => Promise<FittedJobs>,
   choose: (jobs: Promise<readonly SubmitJobSpec[]>) => Promise<BatchChoice>,
-): Promise<{ fitted?: FittedJobs; usedTemplates?: AppTemplates; fresh?: Promise<{ t: AppTemplates; fit: FittedJobs }>; choosing?: Promise<BatchChoice> }> {
+): Promise<Begun> {
   if (templates.cached) {
     try {
       const fitted = await fitTemplate(templates.cached);
@@ -207,7 +217,7 @@ async function fitAndChoose(
   }
   const fresh = step('get_templates', () => templates.fresh).then(async (t) => ({ t, fit: await fitTemplate(t) }));
   fresh.catch(() => undefined);
-  if (templates.cached) return { fresh };
+  if (templates.cached) return { fresh, choosing: undefined };
   const jobs = fresh.then((f) => f.fit.jobs);
   jobs.catch(() => undefined); // awaited only for an existing batch
   const choosing = choose(jobs);
@@ -234,28 +244,28 @@ async function recheckTemplate(
   try {
     return (await fitTemplate(fresh)).jobs;
   } catch (err) {
-    throw new SubmitError(`${errorMessage(err)} (batch ${batchName} was created with no jobs; a corrected BOINC_SUBMIT of the same batch name fills it)`);
+    throw emptyBatchError(err, batchName);
   }
 }
 
 async function submit(shared: SubmitShared, req: SubmitRequest, binding: ProjectBinding, ctx: HandlerContext): Promise<string[]> {
+  const tag = `BOINC_SUBMIT ${ctx.reqId} ${req.batchName}`;
   // Asks which freshly hashed files the server lacks while the batch is created; no call
   // starts once the command is over.
-  const early = new EarlyProbe(binding.rpc, ctx.signal, (l) => shared.services.log.info(`BOINC_SUBMIT ${ctx.reqId} ${req.batchName}: ${l}`));
+  const early = new EarlyProbe(binding.rpc, ctx.signal, (l) => shared.services.log.info(`${tag}: ${l}`));
   try {
-    return await submitWith(shared, req, binding, ctx, early);
+    return await submitWith(shared, req, binding, ctx, tag, early);
   } finally {
     early.close();
   }
 }
 
-async function submitWith(shared: SubmitShared, req: SubmitRequest, binding: ProjectBinding, ctx: HandlerContext, early: EarlyProbe): Promise<string[]> {
+async function submitWith(shared: SubmitShared, req: SubmitRequest, binding: ProjectBinding, ctx: HandlerContext, tag: string, early: EarlyProbe): Promise<string[]> {
   const { services } = shared;
   const { config, ledger, log } = services;
   const { project, rpc } = binding;
   const { signal } = ctx;
   const t0 = Date.now();
-  const tag = `BOINC_SUBMIT ${ctx.reqId} ${req.batchName}`;
   const recordBatch = (patch: LedgerBatchPatch) => ledger.upsert(project.url, req.batchName, { app: req.appName, ...patch });
 
   // 3 and 4 start first, read-only: the template and what the server knows of a batch of
@@ -294,37 +304,39 @@ async function submitWith(shared: SubmitShared, req: SubmitRequest, binding: Pro
   const fitTemplate = (t: AppTemplates): Promise<FittedJobs> => step('checking input files against the app template', () => orderInputs(req.jobs, t.inputOpenNames));
   const choose = (jobs: Promise<readonly SubmitJobSpec[]>) =>
     chooseBatch({ rpc, req, jobs, lookup, record, creatingRecorded, recordBatch, leaseSeconds: config.defaultLeaseSeconds, log, tag, signal });
-  const started = await fitAndChoose(templates, fitTemplate, choose);
-  let { fitted, usedTemplates } = started;
-  const { fresh } = started;
-  let choosing = started.choosing;
+  const begun = await fitAndChoose(templates, fitTemplate, choose);
 
   // 4 (hashing). Results arrive while the template is checked and the batch looked for or
   // created; once the batch exists they feed the stager at once. While the batch is being
   // made, the server is asked which of the files not in the hash cache it lacks
   // (early-probe.ts); not while a template that no longer fits is asked for again.
   const feed = new HashFeed();
-  const probing = choosing !== undefined;
+  const probing = begun.choosing !== undefined;
   const onHashed = (path: string, h: HashedFile) => {
     feed.push(path, h);
     if (h.fresh && probing) early.add(physName(h.md5));
   };
   const hashes = startHashing(shared, stats, onHashed, ctx, tag, t0, req.jobs.length);
 
-  if (!fitted) {
+  let fitted: FittedJobs;
+  let usedTemplates: AppTemplates;
+  let choosing: Promise<BatchChoice>;
+  if ('fitted' in begun) {
+    ({ fitted, usedTemplates, choosing } = begun);
+  } else {
     try {
-      ({ t: usedTemplates, fit: fitted } = await fresh!);
-      choosing ??= choose(Promise.resolve(fitted.jobs));
+      ({ t: usedTemplates, fit: fitted } = await begun.fresh);
     } catch (err) {
-      const made = await choosing?.catch(() => undefined);
+      const made = await begun.choosing?.catch(() => undefined);
       if (made?.kind !== 'new') throw err;
       await made.staging.catch(() => undefined);
-      throw new SubmitError(`${errorMessage(err)} (batch ${req.batchName} was created with no jobs; a corrected BOINC_SUBMIT of the same batch name fills it)`);
+      throw emptyBatchError(err, req.batchName);
     }
+    choosing = begun.choosing ?? choose(Promise.resolve(fitted.jobs));
   }
-  if (fitted.reordered) log.debug(`${tag}: inputs put in template order (${usedTemplates!.inputOpenNames.join(', ')})`);
+  if (fitted.reordered) log.debug(`${tag}: inputs put in template order (${usedTemplates.inputOpenNames.join(', ')})`);
 
-  const choice = await choosing!;
+  const choice = await choosing;
   if (choice.kind === 'complete') {
     // Hashes only serve the ledger, which may know the batch already.
     if (choice.recordNeeded) await recordBatch({ ...(choice.batchId > 0 ? { batchId: choice.batchId } : {}), ...submittedPatch(fitted.jobs, await hashes.hashed) });
