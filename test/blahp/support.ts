@@ -10,8 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startTestServer, type ExtendedTestBoincServer, type ExtendedTestServerOptions } from '../../fixtures/test-server/index.js';
 import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
-import { Blahpd } from '../support/blahpd.js';
-import { blahpPaths } from '../../gahp/blahp/state.js';
+import { Blahpd, stopBlahpFetcher } from '../support/blahpd.js';
 
 export interface BlahpEnv {
   server: ExtendedTestBoincServer;
@@ -73,7 +72,7 @@ export async function startBlahpEnv(serverOpts: ExtendedTestServerOptions = {}, 
       // A status call may have started the detached background worker (`blahp fetch`),
       // which outlives the test: its writes into the state directory would race the
       // removal (ENOTEMPTY). It is stopped first (its pid is in its lock file).
-      await stopFetcher(blahpPaths(stateDir).fetchLock);
+      await stopBlahpFetcher(stateDir);
       fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
     },
   };
@@ -88,25 +87,3 @@ export function jobDir(env: BlahpEnv, name: string, input: string): string {
 }
 
 export const nameOf = (id: string): string => id.slice('boinc/'.length);
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-/** Kills the background worker holding `lockFile`, if one does, and waits until it is gone. */
-async function stopFetcher(lockFile: string): Promise<void> {
-  let pid: number;
-  try {
-    pid = Number(fs.readFileSync(lockFile, 'utf8').trim());
-  } catch {
-    return;
-  }
-  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || !alive(pid)) return;
-  process.kill(pid, 'SIGKILL');
-  for (const until = Date.now() + 5000; alive(pid) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20));
-}

@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { upperAscii } from '../../fixtures/apps.js';
 import { startTestServer } from '../../fixtures/test-server/index.js';
-import { Blahpd, v2Arguments, type StatusOutcome } from '../support/blahpd.js';
+import { Blahpd, stopBlahpFetcher, v2Arguments, type StatusOutcome } from '../support/blahpd.js';
 import { makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
 import { startLockfileRegistry, type LockfileRegistry } from './lockfile-registry.js';
 
@@ -113,7 +113,11 @@ describe('the npm package', () => {
 
   afterAll(async () => {
     await registry?.close();
-    if (work) fs.rmSync(work, { recursive: true, force: true });
+    if (work) {
+      // The BLAHP job below leaves its background worker writing in work/blahp-state.
+      await stopBlahpFetcher(path.join(work, 'blahp-state'));
+      fs.rmSync(work, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
+    }
   });
 
   test('the tarball holds the compiled product and nothing of tests, bench or sources', () => {

@@ -59,6 +59,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { blahpdSplitCommand, WordexpError } from './wordexp.js';
 import { ClassAd, parseClassAd } from './classad.js';
+import { blahpPaths } from '../../gahp/blahp/state.js';
+import { pidAlive } from '../../gahp/util.js';
 
 export { wordexp, blahpdSplitCommand, escapeWordexpSpecialChars, WordexpError } from './wordexp.js';
 export { ClassAd, parseClassAd } from './classad.js';
@@ -872,4 +874,22 @@ function decode(chunks: Buffer[]): string {
   const b = Buffer.concat(chunks);
   for (let i = 0; i < b.length; i++) if (b[i] === 0) b[i] = 0x2e; // read_data: a NUL becomes '.'
   return b.toString('utf8');
+}
+
+/**
+ * Kills the BLAHP's detached background worker (`boinc-gahp blahp fetch`, started by status
+ * calls) of a state directory, if one runs, and waits until it is gone. It outlives the
+ * test that made it: its last writes would race the removal of the test's directory
+ * (ENOTEMPTY). Its pid is in its lock file.
+ */
+export async function stopBlahpFetcher(stateDir: string): Promise<void> {
+  let pid: number;
+  try {
+    pid = Number(fs.readFileSync(blahpPaths(stateDir).fetchLock, 'utf8').trim());
+  } catch {
+    return;
+  }
+  if (pid === process.pid || !pidAlive(pid)) return;
+  process.kill(pid, 'SIGKILL');
+  for (const until = Date.now() + 5000; pidAlive(pid) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20));
 }
