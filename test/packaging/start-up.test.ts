@@ -48,6 +48,7 @@ describe('bin/boinc-gahp start-up', () => {
     // What loads later stays out of it: TLS, the worker threads, the CLI's subcommands.
     expect(builtins.has('node:https')).toBe(false);
     expect(builtins.has('node:worker_threads')).toBe(false);
+    expect(names).not.toContain('gahp/cli/program.js');
   });
 
   test('lists exactly the built-ins its start-up modules import, each once', () => {

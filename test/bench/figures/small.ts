@@ -102,6 +102,19 @@ async function timedSmallSubmit(gahp: GahpDriver, server: BenchServer, line: str
 
 let seed = 70000;
 
+/** A fresh GAHP through HTCondor's start-up sequence and BOINC_SELECT_PROJECT of `server`. */
+async function selectedGahp(server: BenchServer): Promise<GahpDriver> {
+  const gahp = await GahpDriver.start();
+  try {
+    await gahp.startup();
+    await gahp.selectProject(server.url, server.authenticator);
+    return gahp;
+  } catch (err) {
+    await gahp.close();
+    throw err;
+  }
+}
+
 /**
  * A fresh test server (SERVER_DELAY_MS per call) and GAHP, through the start-up sequence
  * and BOINC_SELECT_PROJECT, and SMALL.nfiles new files (new content every run: new to the
@@ -113,10 +126,8 @@ async function withSmallWorld<T>(tag: string, fn: (gahp: GahpDriver, server: Ben
   let gahp: GahpDriver | undefined;
   try {
     await warmServer(server, dir);
-    gahp = await GahpDriver.start();
     const files = writeMany(dir, SMALL.nfiles, SMALL.fileBytes, (seed += 100));
-    await gahp.startup();
-    await gahp.selectProject(server.url, server.authenticator);
+    gahp = await selectedGahp(server);
     return await fn(gahp, server, files);
   } finally {
     await gahp?.close();
@@ -136,10 +147,8 @@ async function warmServer(server: BenchServer, dir: string): Promise<void> {
   const warmDir = path.join(dir, 'warm-up');
   fs.mkdirSync(warmDir);
   const [file] = writeMany(warmDir, 1, 1024, (seed += 100));
-  const gahp = await GahpDriver.start();
+  const gahp = await selectedGahp(server);
   try {
-    await gahp.startup();
-    await gahp.selectProject(server.url, server.authenticator);
     const b = batchName('w');
     const result = await gahp.callNotified('BOINC_SUBMIT', submitLine(b, jobsOver(b, [file!], 1)));
     if (result !== 'NULL') throw new Error(`warm-up BOINC_SUBMIT failed: ${result.slice(0, 300)}`);
@@ -212,10 +221,9 @@ function threads(pid: number): number {
 /** RSS (MiB) and threads of a fresh GAHP after start-up and BOINC_SELECT_PROJECT, once CPU-idle. */
 export async function idleOnce(): Promise<{ rssMb: number; threads: number }> {
   const server = await BenchServer.start();
-  const gahp = await GahpDriver.start();
+  let gahp: GahpDriver | undefined;
   try {
-    await gahp.startup();
-    await gahp.selectProject(server.url, server.authenticator);
+    gahp = await selectedGahp(server);
     // Idle: no CPU used over 300 ms (at most 5 s of waiting), then read.
     for (let i = 0, last = cpuTicks(gahp.pid); i < 50; i++) {
       await sleep(300);
@@ -227,7 +235,7 @@ export async function idleOnce(): Promise<{ rssMb: number; threads: number }> {
     if (rss === undefined) throw new Error('cannot read the GAHP\'s RSS (/proc)');
     return { rssMb: rss / (1024 * 1024), threads: threads(gahp.pid) };
   } finally {
-    await gahp.close();
+    await gahp?.close();
     await server.close();
   }
 }
