@@ -32,7 +32,7 @@ import type {
   UploadFilesRequest,
   UploadSizeRequest,
 } from './types.js';
-import { multipartLength } from './http.js';
+import { multipartLength } from './post.js';
 
 const SUBMIT = 'submit_rpc_handler.php';
 

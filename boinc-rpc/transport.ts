@@ -1,6 +1,7 @@
 /**
- * HTTP for the BOINC RPCs (http.ts, on node's http): keep-alive agents, a timeout per attempt, retries with
- * exponential backoff and jitter for calls that are safe to repeat, bounded concurrency,
+ * HTTP for the BOINC RPCs (post.ts for the POSTs, http.ts for downloads): a timeout per
+ * attempt, retries with exponential backoff and jitter for calls that are safe to repeat,
+ * bounded concurrency,
  * streamed multipart uploads and streamed downloads, cancellation by AbortSignal.
  * Everything it reports is redacted.
  *
@@ -23,7 +24,8 @@ import { xmlEscape } from './xml.js';
 import { ErrorBodyCheck, ErrorBodyFound, MAX_REDIRECTS, REDIRECTS, readSome, redirectTarget, stripTags } from './download-body.js';
 import { redactBoincCredentials } from './redact.js';
 import { MAX_TIMED_OUT_ATTEMPTS, Retries, sleep, type RetryPolicy } from './retry.js';
-import { Agents, FileChangedError, HttpFailure, HttpTimeout, ReplyTooLarge, getStream, postMultipart, type FilePart } from './http.js';
+import { Agents, FileChangedError, HttpFailure, HttpTimeout, ReplyTooLarge, getStream } from './http.js';
+import { postMultipart, type FilePart } from './post.js';
 
 export interface TransportOptions {
   timeoutMs: number;

@@ -10,7 +10,8 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Agents, FileChangedError, postMultipart, type FilePart } from '../../boinc-rpc/http.js';
+import { Agents, FileChangedError } from '../../boinc-rpc/http.js';
+import { postMultipart, type FilePart } from '../../boinc-rpc/post.js';
 
 const SMALL = 1000;
 /** Larger than the upload buffer (256 KiB): read in several chunks. */

@@ -1,9 +1,9 @@
 /**
- * bin/boinc-gahp loads most node built-ins that the GAHP's start-up modules import before
- * those modules, so that V8 compiles the GAHP's own code whole and node's as usual, and a
- * few (the HTTP client) with them, compiled whole too (docs/architecture.md, "Round trips
- * and memory"). Its two lists must together name exactly those built-ins: one missing would
- * be compiled whole unplanned (memory in every idle GAHP), one too many loaded for nothing. The
+ * bin/boinc-gahp loads the node built-ins that the GAHP's start-up modules import before
+ * those modules, so that V8 compiles the GAHP's own code whole and node's as usual
+ * (docs/architecture.md, "Round trips and memory"). Its list must name exactly those
+ * built-ins: one missing would be compiled whole (memory in every idle GAHP), one too many
+ * loaded for nothing. The
  * start-up modules are those reached by static imports from dist/gahp/cli/main.js (the
  * compiled build, as `npm test` makes it); dynamic import() is how the rest loads later.
  */
@@ -45,17 +45,17 @@ describe('bin/boinc-gahp start-up', () => {
   test('the graph walked is the GAHP (its protocol server, BOINC_SUBMIT and the RPC client)', () => {
     const names = [...modules].map((f) => path.relative(path.join(REPO_ROOT, 'dist'), f));
     expect(names).toEqual(expect.arrayContaining(['gahp/protocol/server.js', 'gahp/commands/submit.js', 'boinc-rpc/client.js']));
-    // What loads later stays out of it: TLS, the worker threads, the CLI's subcommands.
+    // What loads later stays out of it: node's HTTP client and TLS (downloads, https
+    // projects), the worker threads, the CLI's subcommands.
+    expect(builtins.has('node:http')).toBe(false);
     expect(builtins.has('node:https')).toBe(false);
+    expect(builtins.has('node:tls')).toBe(false);
     expect(builtins.has('node:worker_threads')).toBe(false);
     expect(names).not.toContain('gahp/cli/program.js');
   });
 
   test('lists exactly the built-ins its start-up modules import, each once', () => {
-    const first = listedBuiltins('BUILTINS_FIRST');
-    const whole = listedBuiltins('BUILTINS_WHOLE');
-    expect(whole).toEqual(['node:http']);
-    const listed = [...first, ...whole];
+    const listed = listedBuiltins('STARTUP_BUILTINS');
     expect(new Set(listed).size).toBe(listed.length);
     expect([...listed].sort()).toEqual([...builtins].sort());
   });
