@@ -114,8 +114,14 @@ async function writeRequest(socket: net.Socket, requestHead: string, request: st
     return !socket.destroyed;
   };
   const contentType = `multipart/form-data; boundary=${boundary}`;
-  // The head and the request field in one write: one packet for a call without files.
-  if (!(await put(Buffer.concat([Buffer.from(`${requestHead}Content-Type: ${contentType}\r\nContent-Length: ${length}\r\n\r\n`, 'latin1'), head])))) return;
+  const start = [Buffer.from(`${requestHead}Content-Type: ${contentType}\r\nContent-Length: ${length}\r\n\r\n`, 'latin1'), head];
+  // A call without files is one write (one packet); with files the head and the request
+  // field go first.
+  if (files.length === 0) {
+    await put(Buffer.concat([...start, tail]));
+    return;
+  }
+  if (!(await put(Buffer.concat(start)))) return;
   // File content goes through one reused buffer: a new Buffer per chunk would leave
   // hundreds of dead 64 KiB chunks (external memory) between two scavenges of a big upload.
   const buf = files.some((f) => f.size > 0) ? Buffer.allocUnsafeSlow(FILE_CHUNK) : Buffer.alloc(0);
@@ -175,6 +181,9 @@ export async function postMultipart(
   }
   if (opts.signal?.aborted) throw new HttpFailure('ABORT_ERR', 'aborted');
   const { socket, connectEvent } = await connect(url, opts.agents);
+  // Each write goes out at once, as node's http client does: an upload's parts are written
+  // one after another, and Nagle's algorithm would hold each until the last was acknowledged.
+  socket.setNoDelay(true);
   const untrack = opts.agents.track(socket);
   return new Promise<PostReply>((resolve, reject) => {
     const reply = new ReplyReader(opts.maxReplyBytes);
