@@ -220,7 +220,9 @@ export async function postMultipart(
       else finish(new HttpFailure('ECONNRESET', reply.answered ? 'the connection closed before the reply was complete' : 'socket hang up'));
     });
     socket.on('close', () => finish(new HttpFailure('ECONNRESET', 'socket hang up')));
-    const requestHead = `POST ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nUser-Agent: ${opts.userAgent}\r\nConnection: close\r\n`;
+    // Credentials in the project URL go as Basic authorization, as node's http client sent them.
+    const credentials = url.username || url.password ? `Authorization: Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}\r\n` : '';
+    const requestHead = `POST ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nUser-Agent: ${opts.userAgent}\r\n${credentials}Connection: close\r\n`;
     writeRequest(socket, requestHead, request, files).catch((err: unknown) => finish(err as Error));
   });
 }

@@ -67,6 +67,14 @@ test('sends one request: request line, Host, Connection: close and the exact Con
   expect(received!.body.toString()).toContain('Content-Disposition: form-data; name="request"\r\n\r\n<ping>\n</ping>\n\r\n');
 });
 
+test('credentials in the project URL go as Basic authorization (as node\'s http client sent them)', async () => {
+  answer = (s) => s.end(`HTTP/1.1 200 OK\r\nContent-Length: ${XML.length}\r\n\r\n${XML}`);
+  await postMultipart(`http://us%40er:p%3Ass@127.0.0.1:${port}/rpc.php`, '<ping/>', [], { agents, timeouts: { total: 10_000 }, userAgent: 'framing test', maxReplyBytes: 1 << 20 });
+  const auth = received!.head.split('\r\n').find((l) => l.startsWith('Authorization: '));
+  expect(auth).toBe(`Authorization: Basic ${Buffer.from('us@er:p:ss').toString('base64')}`);
+  expect(received!.head).toContain(`Host: 127.0.0.1:${port}\r\n`);
+});
+
 test('a reply ended by the connection (no Content-Length, as BOINC PHP replies are)', async () => {
   answer = (s) => s.end(`HTTP/1.1 200 OK\r\nConnection: close\r\nContent-type: text/xml;charset=UTF-8\r\n\r\n${XML}`);
   const reply = await post();
