@@ -1,8 +1,8 @@
 /**
  * HTTP for the BOINC RPCs, the pieces shared by the POST of every RPC (post.ts, on a socket
  * of its own) and the download of output files (getStream here, on node's http: streamed to
- * disk, redirects followed by the caller): the errors both raise, and `Agents`, the
- * connections of one client (closed together when it closes). transport.ts adds retries, the
+ * disk, redirects followed by the caller): the errors both raise, and `Connections`, all
+ * the connections of one client (closed together when it closes). transport.ts adds retries, the
  * concurrency bound, redaction and the BoincRpcError mapping on top.
  *
  * Timeouts of a download, each an HttpTimeout naming its phase (`event`): `idle`, no byte
@@ -53,7 +53,7 @@ export class FileChangedError extends Error {
  * (for a download) and node:tls (for an https URL) load when first needed: a GAHP that only
  * submits over plain http pays for neither.
  */
-export class Agents {
+export class Connections {
   private plain: Promise<{ mod: typeof http; agent: http.Agent }> | undefined;
   private secure: Promise<{ mod: typeof https; agent: https.Agent }> | undefined;
   private tlsModule: Promise<typeof tls> | undefined;
@@ -125,14 +125,14 @@ function armTimeouts(req: http.ClientRequest, t: Timeouts, phase: { connected: b
   };
 }
 
-async function resolveTarget(urlText: string, agents: Agents): Promise<{ url: URL; target: { mod: typeof http | typeof https; agent: http.Agent } }> {
+async function resolveTarget(urlText: string, connections: Connections): Promise<{ url: URL; target: { mod: typeof http | typeof https; agent: http.Agent } }> {
   let url: URL;
   try {
     url = new URL(urlText);
   } catch (err) {
     throw new HttpFailure('ERR_INVALID_URL', (err as Error).message);
   }
-  return { url, target: await agents.forUrl(url) };
+  return { url, target: await connections.forUrl(url) };
 }
 
 /** Marks `phase.connected` once the socket is connected (at once for a reused keep-alive socket). */
@@ -156,13 +156,13 @@ export const asFailure = (err: unknown): Error => {
  */
 export function getStream(
   urlText: string,
-  opts: { agents: Agents; idleMs: number; userAgent: string },
+  opts: { connections: Connections; idleMs: number; userAgent: string },
 ): { response: Promise<http.IncomingMessage>; destroy: (err?: Error) => void; done: () => void } {
   const phase = { connected: false, responded: false };
   let req: http.ClientRequest | undefined;
   let disarm: () => void = () => undefined;
   let destroyedBy: { err: Error | undefined } | undefined;
-  const response = resolveTarget(urlText, opts.agents).then(({ url, target }) => new Promise<http.IncomingMessage>((resolve, reject) => {
+  const response = resolveTarget(urlText, opts.connections).then(({ url, target }) => new Promise<http.IncomingMessage>((resolve, reject) => {
     req = target.mod.request(url, { method: 'GET', agent: target.agent, headers: { 'user-agent': opts.userAgent } });
     if (destroyedBy) req.destroy(destroyedBy.err);
     let res: http.IncomingMessage | undefined;

@@ -24,7 +24,7 @@ import * as fsp from 'node:fs/promises';
 import * as net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { ReplyReader } from './http-reply.js';
-import { FileChangedError, HttpFailure, HttpTimeout, asFailure, type Agents, type PostReply, type Timeouts } from './http.js';
+import { FileChangedError, HttpFailure, HttpTimeout, asFailure, type Connections, type PostReply, type Timeouts } from './http.js';
 
 /** Bytes of file content read and sent at a time. */
 const FILE_CHUNK = 256 * 1024;
@@ -154,11 +154,11 @@ async function writeRequest(socket: net.Socket, requestHead: string, request: st
 }
 
 /** A connection to the URL's host and port: plain, or TLS (node:tls, loaded with the first https URL). */
-async function connect(url: URL, agents: Agents): Promise<{ socket: net.Socket; connectEvent: string }> {
+async function connect(url: URL, connections: Connections): Promise<{ socket: net.Socket; connectEvent: string }> {
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
   if (url.protocol === 'http:') return { socket: net.connect({ host, port: Number(url.port) || 80 }), connectEvent: 'connect' };
   if (url.protocol !== 'https:') throw new HttpFailure('ERR_INVALID_URL', `unsupported protocol ${url.protocol}`);
-  const tls = await agents.tls();
+  const tls = await connections.tls();
   const socket = tls.connect({ host, port: Number(url.port) || 443, ...(net.isIP(host) ? {} : { servername: host }), ALPNProtocols: ['http/1.1'] });
   return { socket, connectEvent: 'secureConnect' };
 }
@@ -171,7 +171,7 @@ export async function postMultipart(
   urlText: string,
   request: string,
   files: readonly FilePart[],
-  opts: { agents: Agents; timeouts: Timeouts; userAgent: string; maxReplyBytes: number; signal?: AbortSignal },
+  opts: { connections: Connections; timeouts: Timeouts; userAgent: string; maxReplyBytes: number; signal?: AbortSignal },
 ): Promise<PostReply> {
   let url: URL;
   try {
@@ -180,11 +180,11 @@ export async function postMultipart(
     throw new HttpFailure('ERR_INVALID_URL', (err as Error).message);
   }
   if (opts.signal?.aborted) throw new HttpFailure('ABORT_ERR', 'aborted');
-  const { socket, connectEvent } = await connect(url, opts.agents);
+  const { socket, connectEvent } = await connect(url, opts.connections);
   // Each write goes out at once, as node's http client does: an upload's parts are written
   // one after another, and Nagle's algorithm would hold each until the last was acknowledged.
   socket.setNoDelay(true);
-  const untrack = opts.agents.track(socket);
+  const untrack = opts.connections.track(socket);
   return new Promise<PostReply>((resolve, reject) => {
     const reply = new ReplyReader(opts.maxReplyBytes);
     let connected = false;

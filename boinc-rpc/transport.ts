@@ -24,7 +24,7 @@ import { xmlEscape } from './xml.js';
 import { ErrorBodyCheck, ErrorBodyFound, MAX_REDIRECTS, REDIRECTS, readSome, redirectTarget, stripTags } from './download-body.js';
 import { redactBoincCredentials } from './redact.js';
 import { MAX_TIMED_OUT_ATTEMPTS, Retries, sleep, type RetryPolicy } from './retry.js';
-import { Agents, FileChangedError, HttpFailure, HttpTimeout, ReplyTooLarge, getStream } from './http.js';
+import { Connections, FileChangedError, HttpFailure, HttpTimeout, ReplyTooLarge, getStream } from './http.js';
 import { postMultipart, type FilePart } from './post.js';
 
 export interface TransportOptions {
@@ -64,7 +64,7 @@ const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOST
 
 
 export class Transport {
-  private readonly agents = new Agents();
+  private readonly connections = new Connections();
   private readonly queue: PQueue;
   private readonly secrets: string[];
   private closed = false;
@@ -249,7 +249,7 @@ export class Transport {
     let res;
     try {
       res = await postMultipart(url, request, parts, {
-        agents: this.agents,
+        connections: this.connections,
         // Uploads may take long: there the timeout is for inactivity and for the answer.
         timeouts: opts.files ? { idle: this.opts.timeoutMs } : { total: this.opts.timeoutMs },
         userAgent: USER_AGENT,
@@ -298,7 +298,7 @@ export class Transport {
     // origin, or the next request would hand the secret to whoever the redirect names.
     const origin = new URL(url).origin;
     let current = url;
-    let get = getStream(current, { agents: this.agents, idleMs: this.opts.timeoutMs, userAgent: USER_AGENT });
+    let get = getStream(current, { connections: this.connections, idleMs: this.opts.timeoutMs, userAgent: USER_AGENT });
     let response: http.IncomingMessage | undefined;
     let out: fs.WriteStream | undefined;
     let check: ErrorBodyCheck | undefined;
@@ -316,7 +316,7 @@ export class Transport {
         response.resume();
         get.done();
         current = to.href;
-        get = getStream(current, { agents: this.agents, idleMs: this.opts.timeoutMs, userAgent: USER_AGENT });
+        get = getStream(current, { connections: this.connections, idleMs: this.opts.timeoutMs, userAgent: USER_AGENT });
       }
       const status = response.statusCode ?? 0;
       if (status < 200 || status >= 300) {
@@ -369,6 +369,6 @@ export class Transport {
     // Queued calls are not dropped (their promises would never settle): they start, see
     // `closed` and fail; calls in flight fail when their sockets are destroyed.
     this.closed = true;
-    this.agents.destroy();
+    this.connections.destroy();
   }
 }

@@ -7,7 +7,7 @@
  * can go wrong (cut short, no reply at all, too large, not HTTP).
  */
 import * as net from 'node:net';
-import { Agents, HttpFailure, ReplyTooLarge } from '../../boinc-rpc/http.js';
+import { Connections, HttpFailure, ReplyTooLarge } from '../../boinc-rpc/http.js';
 import { postMultipart } from '../../boinc-rpc/post.js';
 
 /** What the server does once it has read a whole request (head and Content-Length bytes). */
@@ -18,7 +18,7 @@ let port: number;
 let answer: Answer;
 /** The last request the server read whole. */
 let received: { head: string; body: Buffer } | undefined;
-let agents: Agents;
+let connections: Connections;
 
 beforeAll(async () => {
   server = net.createServer((socket) => {
@@ -41,13 +41,13 @@ beforeAll(async () => {
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 beforeEach(() => {
   received = undefined;
-  agents = new Agents();
+  connections = new Connections();
 });
-afterEach(() => agents.destroy());
+afterEach(() => connections.destroy());
 
 const post = (maxReplyBytes = 1 << 20) =>
   postMultipart(`http://127.0.0.1:${port}/boinc_test/submit_rpc_handler.php?x=1`, '<ping>\n</ping>\n', [], {
-    agents,
+    connections,
     timeouts: { total: 10_000 },
     userAgent: 'framing test',
     maxReplyBytes,
@@ -69,7 +69,7 @@ test('sends one request: request line, Host, Connection: close and the exact Con
 
 test('credentials in the project URL go as Basic authorization (as node\'s http client sent them)', async () => {
   answer = (s) => s.end(`HTTP/1.1 200 OK\r\nContent-Length: ${XML.length}\r\n\r\n${XML}`);
-  await postMultipart(`http://us%40er:p%3Ass@127.0.0.1:${port}/rpc.php`, '<ping/>', [], { agents, timeouts: { total: 10_000 }, userAgent: 'framing test', maxReplyBytes: 1 << 20 });
+  await postMultipart(`http://us%40er:p%3Ass@127.0.0.1:${port}/rpc.php`, '<ping/>', [], { connections, timeouts: { total: 10_000 }, userAgent: 'framing test', maxReplyBytes: 1 << 20 });
   const auth = received!.head.split('\r\n').find((l) => l.startsWith('Authorization: '));
   expect(auth).toBe(`Authorization: Basic ${Buffer.from('us@er:p:ss').toString('base64')}`);
   expect(received!.head).toContain(`Host: 127.0.0.1:${port}\r\n`);
@@ -145,6 +145,6 @@ test('a destroyed client ends its calls in flight', async () => {
   answer = () => undefined; // never answers
   const call = post();
   await sleep(50);
-  agents.destroy();
+  connections.destroy();
   await expect(call).rejects.toMatchObject({ code: 'ECONNRESET' });
 });

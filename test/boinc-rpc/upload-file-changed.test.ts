@@ -10,7 +10,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Agents, FileChangedError } from '../../boinc-rpc/http.js';
+import { Connections, FileChangedError } from '../../boinc-rpc/http.js';
 import { postMultipart, type FilePart } from '../../boinc-rpc/post.js';
 
 const SMALL = 1000;
@@ -20,7 +20,7 @@ const BIG = 600 * 1024;
 let server: http.Server;
 let url: string;
 let tmp: string;
-let agents: Agents;
+let connections: Connections;
 /** Bodies the server received whole. */
 const bodies: Buffer[] = [];
 
@@ -40,11 +40,11 @@ beforeAll(async () => {
 });
 
 beforeEach(() => {
-  agents = new Agents();
+  connections = new Connections();
   bodies.length = 0;
 });
 
-afterEach(() => agents.destroy());
+afterEach(() => connections.destroy());
 
 afterAll(async () => {
   server.closeAllConnections();
@@ -60,7 +60,7 @@ function file(name: string, bytes: number): string {
   return p;
 }
 
-const post = (files: FilePart[]) => postMultipart(url, '<req/>', files, { agents, timeouts: { idle: 10_000 }, userAgent: 'test', maxReplyBytes: 1024 });
+const post = (files: FilePart[]) => postMultipart(url, '<req/>', files, { connections, timeouts: { idle: 10_000 }, userAgent: 'test', maxReplyBytes: 1024 });
 
 test('each file part carries the file exactly, small and large', async () => {
   const a = file('a', SMALL);
