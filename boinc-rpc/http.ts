@@ -60,15 +60,11 @@ export class Connections {
   private readonly sockets = new Set<Socket>();
   private destroyed = false;
 
+  /** The agent for a URL parseHttpUrl accepted (http: or https:). */
   async forUrl(url: URL): Promise<{ mod: typeof http | typeof https; agent: http.Agent }> {
-    let target;
-    if (url.protocol === 'http:') {
-      target = await (this.plain ??= import('node:http').then((mod) => ({ mod, agent: new mod.Agent(AGENT_OPTIONS) })));
-    } else if (url.protocol === 'https:') {
-      target = await (this.secure ??= import('node:https').then((mod) => ({ mod, agent: new mod.Agent(AGENT_OPTIONS) })));
-    } else {
-      throw new HttpFailure('ERR_INVALID_URL', `unsupported protocol ${url.protocol}`);
-    }
+    const target = url.protocol === 'http:'
+      ? await (this.plain ??= import('node:http').then((mod) => ({ mod, agent: new mod.Agent(AGENT_OPTIONS) })))
+      : await (this.secure ??= import('node:https').then((mod) => ({ mod, agent: new mod.Agent(AGENT_OPTIONS) })));
     if (this.destroyed) target.agent.destroy();
     return target;
   }
@@ -110,8 +106,29 @@ export interface PostReply {
   body: Buffer;
 }
 
-/** Arms the timeouts on a request; `fail` gets the HttpTimeout. Returns a function that disarms them. */
-function armTimeouts(req: http.ClientRequest, t: Timeouts, phase: { connected: boolean; responded: boolean }, fail: (err: HttpTimeout) => void): () => void {
+/** A URL the RPCs can use (http: or https:); else an HttpFailure ERR_INVALID_URL, which the transport knows was never sent. */
+export function parseHttpUrl(urlText: string): URL {
+  let url: URL;
+  try {
+    url = new URL(urlText);
+  } catch (err) {
+    throw new HttpFailure('ERR_INVALID_URL', (err as Error).message);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new HttpFailure('ERR_INVALID_URL', `unsupported protocol ${url.protocol}`);
+  return url;
+}
+
+/**
+ * Arms the timeouts of an exchange, on a download's request or a POST's socket (both time
+ * out on inactivity with setTimeout); `fail` gets the HttpTimeout. Returns a function that
+ * disarms them.
+ */
+export function armTimeouts(
+  req: { setTimeout(ms: number, cb?: () => void): unknown },
+  t: Timeouts,
+  phase: { readonly connected: boolean; readonly responded: boolean },
+  fail: (err: HttpTimeout) => void,
+): () => void {
   let total: NodeJS.Timeout | undefined;
   if (t.total !== undefined) {
     total = setTimeout(() => fail(new HttpTimeout(phase.connected ? 'request' : 'connect', t.total!)), t.total);
@@ -126,12 +143,7 @@ function armTimeouts(req: http.ClientRequest, t: Timeouts, phase: { connected: b
 }
 
 async function resolveTarget(urlText: string, connections: Connections): Promise<{ url: URL; target: { mod: typeof http | typeof https; agent: http.Agent } }> {
-  let url: URL;
-  try {
-    url = new URL(urlText);
-  } catch (err) {
-    throw new HttpFailure('ERR_INVALID_URL', (err as Error).message);
-  }
+  const url = parseHttpUrl(urlText);
   return { url, target: await connections.forUrl(url) };
 }
 

@@ -24,10 +24,11 @@ import * as fsp from 'node:fs/promises';
 import * as net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { ReplyReader } from './http-reply.js';
-import { FileChangedError, HttpFailure, HttpTimeout, asFailure, type Connections, type PostReply, type Timeouts } from './http.js';
+import { FileChangedError, HttpFailure, armTimeouts, asFailure, parseHttpUrl, type Connections, type PostReply, type Timeouts } from './http.js';
 
 /** Bytes of file content read and sent at a time. */
 const FILE_CHUNK = 256 * 1024;
+const CRLF = Buffer.from('\r\n');
 
 export interface FilePart {
   /** Path of the content (read when the body reaches it). */
@@ -82,9 +83,13 @@ function multipartFraming(boundary: string, request: string, files: ReadonlyArra
  * (what PHP compares with post_max_size; docs/boinc-server.md, "PHP's limits on uploads").
  */
 export function multipartLength(request: string, files: ReadonlyArray<{ name: string; size: number }>): number {
-  const { head, partHeads, tail } = multipartFraming(`----boinc-gahp-${'0'.repeat(24)}`, request, files);
-  let length = head.length + tail.length;
-  files.forEach((f, i) => (length += partHeads[i]!.length + f.size + 2));
+  return framedLength(multipartFraming(`----boinc-gahp-${'0'.repeat(24)}`, request, files), files);
+}
+
+/** The body's length: the framing, and each file's bytes followed by CRLF. */
+function framedLength(framing: { head: Buffer; partHeads: Buffer[]; tail: Buffer }, files: ReadonlyArray<{ size: number }>): number {
+  let length = framing.head.length + framing.tail.length;
+  files.forEach((f, i) => (length += framing.partHeads[i]!.length + f.size + CRLF.length));
   return length;
 }
 
@@ -95,10 +100,9 @@ export function multipartLength(request: string, files: ReadonlyArray<{ name: st
  */
 async function writeRequest(socket: net.Socket, requestHead: string, request: string, files: readonly FilePart[]): Promise<void> {
   const boundary = `----boinc-gahp-${randomBytes(12).toString('hex')}`;
-  const { head, partHeads, tail } = multipartFraming(boundary, request, files);
-  const crlf = Buffer.from('\r\n');
-  let length = head.length + tail.length;
-  files.forEach((f, i) => (length += partHeads[i]!.length + f.size + crlf.length));
+  const framing = multipartFraming(boundary, request, files);
+  const { head, partHeads, tail } = framing;
+  const length = framedLength(framing, files);
   const closed = new Promise<void>((resolve) => socket.once('close', resolve));
   /** Writes a chunk; resolves false when the connection went away meanwhile (no more writing). */
   const put = async (chunk: Buffer): Promise<boolean> => {
@@ -147,17 +151,16 @@ async function writeRequest(socket: net.Socket, requestHead: string, request: st
       }
       if (sent !== f.size) throw sizeChanged(f);
     }
-    if (!(await put(crlf))) return;
+    if (!(await put(CRLF))) return;
   }
   // The connection stays open both ways: a half-close could end the request for some servers.
   await put(tail);
 }
 
-/** A connection to the URL's host and port: plain, or TLS (node:tls, loaded with the first https URL). */
+/** A connection to the host and port of a URL parseHttpUrl accepted: plain, or TLS (node:tls, loaded with the first https URL). */
 async function connect(url: URL, connections: Connections): Promise<{ socket: net.Socket; connectEvent: string }> {
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
   if (url.protocol === 'http:') return { socket: net.connect({ host, port: Number(url.port) || 80 }), connectEvent: 'connect' };
-  if (url.protocol !== 'https:') throw new HttpFailure('ERR_INVALID_URL', `unsupported protocol ${url.protocol}`);
   const tls = await connections.tls();
   const socket = tls.connect({ host, port: Number(url.port) || 443, ...(net.isIP(host) ? {} : { servername: host }), ALPNProtocols: ['http/1.1'] });
   return { socket, connectEvent: 'secureConnect' };
@@ -173,12 +176,7 @@ export async function postMultipart(
   files: readonly FilePart[],
   opts: { connections: Connections; timeouts: Timeouts; userAgent: string; maxReplyBytes: number; signal?: AbortSignal },
 ): Promise<PostReply> {
-  let url: URL;
-  try {
-    url = new URL(urlText);
-  } catch (err) {
-    throw new HttpFailure('ERR_INVALID_URL', (err as Error).message);
-  }
+  const url = parseHttpUrl(urlText);
   if (opts.signal?.aborted) throw new HttpFailure('ABORT_ERR', 'aborted');
   const { socket, connectEvent } = await connect(url, opts.connections);
   // Each write goes out at once, as node's http client does: an upload's parts are written
@@ -189,23 +187,19 @@ export async function postMultipart(
     const reply = new ReplyReader(opts.maxReplyBytes);
     let connected = false;
     let settled = false;
-    let total: NodeJS.Timeout | undefined;
     const finish = (err: Error | undefined) => {
       if (settled) return;
       settled = true;
-      if (total) clearTimeout(total);
-      socket.setTimeout(0);
+      disarm();
       opts.signal?.removeEventListener('abort', onAbort);
       socket.destroy();
       untrack();
       if (err) reject(asFailure(err));
       else resolve({ status: reply.status, statusMessage: reply.statusMessage, headers: reply.headers, body: reply.body() });
     };
+    const disarm = armTimeouts(socket, opts.timeouts, { get connected() { return connected; }, get responded() { return reply.answered; } }, finish);
     const onAbort = () => finish(new HttpFailure('ABORT_ERR', 'aborted'));
     opts.signal?.addEventListener('abort', onAbort, { once: true });
-    const t = opts.timeouts;
-    if (t.total !== undefined) total = setTimeout(() => finish(new HttpTimeout(connected ? 'request' : 'connect', t.total!)), t.total);
-    if (t.idle !== undefined) socket.setTimeout(t.idle, () => finish(new HttpTimeout(!connected ? 'connect' : reply.answered ? 'socket' : 'response', t.idle!)));
     socket.once(connectEvent, () => (connected = true));
     socket.on('error', (err) => finish(err));
     socket.on('data', (chunk: Buffer) => {
