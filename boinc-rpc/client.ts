@@ -5,7 +5,7 @@
  */
 import { BoincRpcError } from './errors.js';
 import { Transport } from './transport.js';
-import { checkReply, XmlRequest } from './xml.js';
+import { checkReply, XmlRequest, xmlElement } from './xml.js';
 import {
   parseAbsentFiles,
   parseBatchId,
@@ -30,9 +30,10 @@ import type {
   SubmitBatchRequest,
   TemplatesRequest,
   UploadFilesRequest,
+  UploadBodySize,
   UploadSizeRequest,
 } from './types.js';
-import { multipartLength } from './post.js';
+import { filePartLength, multipartLength } from './post.js';
 
 const SUBMIT = 'submit_rpc_handler.php';
 
@@ -333,6 +334,29 @@ export class BoincClient implements BoincRpc {
       this.uploadRequest(req),
       req.files.map((f) => ({ name: f.physName, size: f.size })),
     );
+  }
+
+  uploadBodySize(req: Omit<UploadSizeRequest, 'files'>): UploadBodySize {
+    // The body grows by each file's line in the request field and its part: sizing a
+    // group file by file costs the same for every file, not the whole group again.
+    const empty = this.uploadBodyBytes({ ...req, files: [] });
+    const grows = (f: { physName: string; size: number }, index: number) =>
+      Buffer.byteLength(xmlElement('upload_files', 'phys_name', f.physName), 'utf8') + filePartLength(index, f.physName, f.size);
+    let bytes = empty;
+    let files = 0;
+    return {
+      get bytes() {
+        return bytes;
+      },
+      with: (f) => bytes + grows(f, files),
+      add(f) {
+        bytes += grows(f, files++);
+      },
+      clear() {
+        bytes = empty;
+        files = 0;
+      },
+    };
   }
 
   /** The get_output.php URL of an output file (holds the authenticator: never log it). */

@@ -65,25 +65,35 @@ function sizeChanged(f: FilePart): FileChangedError {
   return new FileChangedError(`${f.path} changed size while it was being sent (${f.size} bytes announced)`);
 }
 
+/** The head of file part `index` (before its bytes). */
+function partHead(boundary: string, index: number, name: string): string {
+  return `--${boundary}\r\nContent-Disposition: form-data; name="file_${index}"; filename="${name.replace(/["\r\n\\]/g, '_')}"\r\n` + 'Content-Type: application/octet-stream\r\n\r\n';
+}
+
 /** The multipart framing around the request field and each file part (boundary of 39 characters). */
 function multipartFraming(boundary: string, request: string, files: ReadonlyArray<{ name: string }>): { head: Buffer; partHeads: Buffer[]; tail: Buffer } {
   const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="request"\r\n\r\n${request}\r\n`, 'utf8');
-  const partHeads = files.map((f, i) =>
-    Buffer.from(
-      `--${boundary}\r\nContent-Disposition: form-data; name="file_${i}"; filename="${f.name.replace(/["\r\n\\]/g, '_')}"\r\n` +
-        'Content-Type: application/octet-stream\r\n\r\n',
-      'utf8',
-    ),
-  );
+  const partHeads = files.map((f, i) => Buffer.from(partHead(boundary, i, f.name), 'utf8'));
   return { head, partHeads, tail: Buffer.from(`--${boundary}--\r\n`) };
 }
+
+/** A boundary of the length postMultipart's have, for sizing. */
+const SIZING_BOUNDARY = `----boinc-gahp-${'0'.repeat(24)}`;
 
 /**
  * The exact Content-Length postMultipart sends for this request field and these files
  * (what PHP compares with post_max_size; docs/boinc-server.md, "PHP's limits on uploads").
  */
 export function multipartLength(request: string, files: ReadonlyArray<{ name: string; size: number }>): number {
-  return framedLength(multipartFraming(`----boinc-gahp-${'0'.repeat(24)}`, request, files), files);
+  return framedLength(multipartFraming(SIZING_BOUNDARY, request, files), files);
+}
+
+/**
+ * What file part `index` adds to that length: its head, its bytes and the CRLF after them
+ * (multipartLength of n files = multipartLength of none + filePartLength of each, by index).
+ */
+export function filePartLength(index: number, name: string, size: number): number {
+  return Buffer.byteLength(partHead(SIZING_BOUNDARY, index, name), 'utf8') + size + CRLF.length;
 }
 
 /** The body's length: the framing, and each file's bytes followed by CRLF. */

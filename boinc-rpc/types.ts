@@ -155,6 +155,20 @@ export interface UploadSizeRequest {
   deleteTime?: number;
 }
 
+/**
+ * The size of an upload_files body as files are added one by one (uploadBodySize): at every
+ * step what uploadBodyBytes says of the files added so far, in the same order.
+ */
+export interface UploadBodySize {
+  /** Bytes of the body with the files added so far. */
+  readonly bytes: number;
+  /** Bytes of the body if `file` were added next. */
+  with(file: { physName: string; size: number }): number;
+  add(file: { physName: string; size: number }): void;
+  /** Back to no files. */
+  clear(): void;
+}
+
 export interface FetchOutputRequest extends CallOptions {
   jobName: string;
   /** Index of the output file in the app's output template. */
@@ -182,6 +196,8 @@ export interface BoincRpc {
    * (multipart framing included), to keep requests within the project's post_max_size.
    */
   uploadBodyBytes(req: UploadSizeRequest): number;
+  /** The same, kept as files are added to a request one by one (grouping files under post_max_size). */
+  uploadBodySize(req: Omit<UploadSizeRequest, 'files'>): UploadBodySize;
   /** Streams output file fileNum of the job's canonical instance to destPath. */
   fetchOutputFile(req: FetchOutputRequest): Promise<{ bytes: number }>;
   /** Releases keep-alive connections. */

@@ -29,6 +29,12 @@ export function xmlNumber(rpc: string, what: string, n: number): string {
   return String(n);
 }
 
+/** One line of a request document under `root`: `<name>escaped value</name>`. */
+export function xmlElement(root: string, name: string, value: string | number): string {
+  const text = typeof value === 'number' ? xmlNumber(root, name, value) : xmlEscape(value);
+  return `<${name}>${text}</${name}>\n`;
+}
+
 /** Builds a request document line by line; every value goes through xmlEscape. */
 export class XmlRequest {
   private readonly parts: string[];
@@ -39,8 +45,7 @@ export class XmlRequest {
 
   /** `<name>escaped value</name>` */
   el(name: string, value: string | number): this {
-    const text = typeof value === 'number' ? xmlNumber(this.root, name, value) : xmlEscape(value);
-    this.parts.push(`<${name}>${text}</${name}>\n`);
+    this.parts.push(xmlElement(this.root, name, value));
     return this;
   }
 

@@ -42,7 +42,7 @@
  * limits, and the groups upload with bounded concurrency.
  */
 import PQueue from 'p-queue';
-import type { BoincRpc } from '../../boinc-rpc/types.js';
+import type { BoincRpc, UploadBodySize } from '../../boinc-rpc/types.js';
 import { formatPhpSize } from '../../boinc-rpc/upload-limits.js';
 import type { EarlyAnswers } from './early-probe.js';
 import { FileCalls, QUERY_CHUNK, StagingError, type StageFile, type StageReport } from './file-calls.js';
@@ -106,6 +106,9 @@ class UploadGrouper {
   private groupBytes = 0;
   private readonly postMax: number;
   private readonly fileMax: number;
+  /** The upload_files body of the group being filled, and of an empty one (a file alone). */
+  private readonly body: UploadBodySize;
+  private readonly emptyBody: UploadBodySize;
 
   constructor(
     private readonly opts: StageOptions,
@@ -113,10 +116,9 @@ class UploadGrouper {
   ) {
     this.postMax = opts.postMaxSize ?? 0;
     this.fileMax = opts.uploadMaxFilesize ?? 0;
-  }
-
-  private bodyBytes(files: readonly StageFile[]): number {
-    return this.opts.rpc.uploadBodyBytes({ files, batchId: this.opts.batchId, deleteTime: this.opts.deleteTime });
+    const request = { batchId: opts.batchId, deleteTime: opts.deleteTime };
+    this.body = opts.rpc.uploadBodySize(request);
+    this.emptyBody = opts.rpc.uploadBodySize(request);
   }
 
   /** Refuses a file no upload_files request can carry under the project's PHP limits. */
@@ -128,7 +130,7 @@ class UploadGrouper {
           `${RAISE_LIMITS}; post_max_size must then exceed the file too`,
       );
     }
-    const single = postMax > 0 ? this.bodyBytes([f]) : 0;
+    const single = postMax > 0 ? this.emptyBody.with(f) : 0;
     if (postMax > 0 && single > postMax) {
       throw new StagingError(
         `input file ${f.path} (${f.size} bytes) needs an upload request of ${single} bytes, more than the project's PHP limit post_max_size (${formatPhpSize(postMax)}): ${RAISE_LIMITS}`,
@@ -142,12 +144,13 @@ class UploadGrouper {
     const { group, postMax } = this;
     if (
       group.length > 0 &&
-      (this.groupBytes + f.size > uploadBatchBytes || group.length >= uploadBatchFiles || (postMax > 0 && this.bodyBytes([...group, f]) > postMax))
+      (this.groupBytes + f.size > uploadBatchBytes || group.length >= uploadBatchFiles || (postMax > 0 && this.body.with(f) > postMax))
     ) {
       this.end();
     }
     this.group.push(f);
     this.groupBytes += f.size;
+    this.body.add(f);
     if (this.group.length >= uploadBatchFiles || this.groupBytes >= uploadBatchBytes) this.end();
   }
 
@@ -156,6 +159,7 @@ class UploadGrouper {
     const g = this.group;
     this.group = [];
     this.groupBytes = 0;
+    this.body.clear();
     if (g.length > 0) this.flush(g);
   }
 }
