@@ -6,7 +6,8 @@
  *   server warmed by another GAHP: warmServer; the first command after
  *   BOINC_SELECT_PROJECT) of 40 jobs over 10 new 64 KiB files, from
  *   writing the request to reading its result (S, R, RESULTS), minus the time in which at
- *   least one call was inside the server. The server adds SERVER_DELAY_MS to every call, so
+ *   least one call was inside the server (until its reply was complete: BOINC's replies end
+ *   with the connection, so until the server's FIN; lib/server-child.ts). The server adds SERVER_DELAY_MS to every call, so
  *   round trips cost what they cost on a real server; the remainder is the GAHP's own time
  *   on the critical path (start-up work, hashing, ledger syncs, building requests, the
  *   protocol).

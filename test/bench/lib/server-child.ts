@@ -6,10 +6,14 @@
  * It also times every HTTP call the server handles, from the request's headers to the end
  * of its reply, through node's http diagnostics channels: the server code is not touched,
  * so the same timing works against the test server of any older commit (at-commit.ts).
+ * The end of a reply is where a client can know it is complete: its last byte when it has
+ * a length (Content-Length or chunked), else, as BOINC's PHP replies are framed, the
+ * server's end of the connection (its FIN: the socket's 'finish').
  * Times are process.hrtime (CLOCK_MONOTONIC on Linux: the same clock in every process).
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startTestServer } from '../../../fixtures/test-server/index.js';
 import type { ExtendedTestServerOptions } from '../../../fixtures/test-server/index.js';
 
@@ -29,14 +33,36 @@ export interface CallTime {
 
 const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 const callTimes: CallTime[] = [];
+/** Replies whose body ends with the connection, sent whole but not yet closed. */
+const closing = new Set<Promise<void>>();
 const started = new WeakMap<IncomingMessage, number>();
 diagnosticsChannel.subscribe('http.server.request.start', (m) => {
   started.set((m as { request: IncomingMessage }).request, nowMs());
 });
+
+/** The reply tells its own end (Content-Length, chunked): its last byte is its end. */
+const hasLength = (res: ServerResponse) => res.hasHeader('content-length') || (res as unknown as { chunkedEncoding: boolean }).chunkedEncoding;
+
 diagnosticsChannel.subscribe('http.server.response.finish', (m) => {
-  const req = (m as { request: IncomingMessage }).request;
+  const { request: req, response: res } = m as { request: IncomingMessage; response: ServerResponse };
   const start = started.get(req);
-  if (start !== undefined) callTimes.push({ start, end: nowMs(), path: (req.url ?? '').replace(/\?.*$/, '') });
+  if (start === undefined) return;
+  const path = (req.url ?? '').replace(/\?.*$/, '');
+  const socket = req.socket;
+  if (hasLength(res) || socket.writableFinished || socket.destroyed) {
+    callTimes.push({ start, end: nowMs(), path });
+    return;
+  }
+  const done = new Promise<void>((resolve) => {
+    const end = () => {
+      socket.off('finish', end).off('close', end);
+      callTimes.push({ start, end: nowMs(), path });
+      closing.delete(done);
+      resolve();
+    };
+    socket.on('finish', end).on('close', end);
+  });
+  closing.add(done);
 });
 
 async function main(): Promise<void> {
@@ -73,6 +99,8 @@ async function main(): Promise<void> {
           callTimes.length = 0;
           break;
         case 'calls':
+          // A client has the whole reply only after the server's FIN: every call is over.
+          await Promise.race([Promise.all(closing), sleep(1000)]);
           result = callTimes;
           break;
         case 'close':
