@@ -16,6 +16,7 @@ import { runGahp } from './run-gahp.js';
 import { plainGahpOptions } from './gahp-args.js';
 import { EXIT_FAILED, EXIT_USAGE, runOptions, type GahpCliOptions } from './options.js';
 import { readAuthenticator, UsageError } from './settings.js';
+import { warmUpNodePrimitives } from './warm-up.js';
 
 /** The GAHP on stdio (or the interactive prompt): what runs with no subcommand. */
 async function gahpOrPrompt(opts: GahpCliOptions): Promise<number> {
@@ -28,6 +29,8 @@ async function gahpOrPrompt(opts: GahpCliOptions): Promise<number> {
     const { runInteractive } = await import('./interactive.js');
     return runInteractive(base);
   }
+  // Before the banner: the gridmanager's first command should not be the first to run them.
+  await warmUpNodePrimitives();
   return runGahp(base);
 }
 
