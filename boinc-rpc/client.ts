@@ -344,13 +344,20 @@ export class BoincClient implements BoincRpc {
       Buffer.byteLength(xmlElement('upload_files', 'phys_name', f.physName), 'utf8') + filePartLength(index, f.physName, f.size);
     let bytes = empty;
     let files = 0;
+    // with(f) and then add(f) is the usual pair: the growth is computed once for both.
+    let asked: { file: object; index: number; grows: number } | undefined;
+    const growth = (f: { physName: string; size: number }) => {
+      if (asked?.file !== f || asked.index !== files) asked = { file: f, index: files, grows: grows(f, files) };
+      return asked.grows;
+    };
     return {
       get bytes() {
         return bytes;
       },
-      with: (f) => bytes + grows(f, files),
+      with: (f) => bytes + growth(f),
       add(f) {
-        bytes += grows(f, files++);
+        bytes += growth(f);
+        files++;
       },
       clear() {
         bytes = empty;

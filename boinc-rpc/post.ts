@@ -223,7 +223,8 @@ export async function postMultipart(
       if (reply.end()) finish(undefined);
       else finish(new HttpFailure('ECONNRESET', reply.answered ? 'the connection closed before the reply was complete' : 'socket hang up'));
     });
-    socket.on('close', () => finish(new HttpFailure('ECONNRESET', 'socket hang up')));
+    // Closed after the reply too (finish destroys it): an error is made only if it is one.
+    socket.on('close', () => settled || finish(new HttpFailure('ECONNRESET', 'socket hang up')));
     // Credentials in the project URL go as Basic authorization, as node's http client sent them.
     const credentials = url.username || url.password ? `Authorization: Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}\r\n` : '';
     const requestHead = `POST ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nUser-Agent: ${opts.userAgent}\r\n${credentials}Connection: close\r\n`;

@@ -121,8 +121,12 @@ class UploadGrouper {
     this.emptyBody = opts.rpc.uploadBodySize(request);
   }
 
-  /** Refuses a file no upload_files request can carry under the project's PHP limits. */
-  private checkFits(f: StageFile): void {
+  /**
+   * Refuses a file no upload_files request can carry under the project's PHP limits.
+   * `withGroup`: the body's size with the group being filled and this file; only when it
+   * exceeds post_max_size can the file alone (a smaller body) do so too.
+   */
+  private checkFits(f: StageFile, withGroup: number): void {
     const { fileMax, postMax } = this;
     if (fileMax > 0 && f.size > fileMax) {
       throw new StagingError(
@@ -130,8 +134,8 @@ class UploadGrouper {
           `${RAISE_LIMITS}; post_max_size must then exceed the file too`,
       );
     }
-    const single = postMax > 0 ? this.emptyBody.with(f) : 0;
-    if (postMax > 0 && single > postMax) {
+    const single = withGroup > postMax ? this.emptyBody.with(f) : 0;
+    if (single > postMax) {
       throw new StagingError(
         `input file ${f.path} (${f.size} bytes) needs an upload request of ${single} bytes, more than the project's PHP limit post_max_size (${formatPhpSize(postMax)}): ${RAISE_LIMITS}`,
       );
@@ -139,13 +143,11 @@ class UploadGrouper {
   }
 
   add(f: StageFile): void {
-    this.checkFits(f);
     const { uploadBatchBytes, uploadBatchFiles } = this.opts;
     const { group, postMax } = this;
-    if (
-      group.length > 0 &&
-      (this.groupBytes + f.size > uploadBatchBytes || group.length >= uploadBatchFiles || (postMax > 0 && this.body.with(f) > postMax))
-    ) {
+    const withGroup = postMax > 0 ? this.body.with(f) : 0;
+    this.checkFits(f, withGroup);
+    if (group.length > 0 && (this.groupBytes + f.size > uploadBatchBytes || group.length >= uploadBatchFiles || withGroup > postMax)) {
       this.end();
     }
     this.group.push(f);

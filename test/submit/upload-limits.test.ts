@@ -85,3 +85,27 @@ test('raised limits, told to the GAHP by options and environment, let bigger fil
     await raised.close();
   }
 }, 60_000);
+
+test('a file whose request alone would exceed post_max_size fails the submit at once, naming it', async () => {
+  const tight = await startEnv(
+    { php: { uploadMaxFilesize: 4 * MiB, postMaxSize: MiB, maxFileUploads: 20 } },
+    { args: ['--upload-max-filesize', '4M', '--post-max-size', '1M'] },
+  );
+  try {
+    // The first fits the limits with room to spare; the second is exactly 1 MiB, which the
+    // request's framing and XML take over post_max_size.
+    const small = bigInputs(tight, 1, 1000);
+    const big = bigInputs(tight, 1, MiB);
+    const paths = [small.paths[0]!, big.paths[0]!];
+    const batch = batchName('uppercase');
+    const since = tight.server.rpcLog().length;
+    const [msg] = await tight.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobsOver(batch, 403, paths))}`, 60_000);
+    expect(msg).toContain(big.paths[0]!);
+    expect(msg).not.toContain(small.paths[0]!);
+    expect(msg).toContain('needs an upload request of');
+    expect(msg).toContain('post_max_size (1M)');
+    expect(rpcNames(tight.server, since)).not.toContain('submit_batch');
+  } finally {
+    await tight.close();
+  }
+}, 60_000);
