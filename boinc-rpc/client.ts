@@ -34,6 +34,7 @@ import type {
   UploadSizeRequest,
 } from './types.js';
 import { filePartLength, multipartLength } from './post.js';
+import { DEFAULT_CONNECT_AHEAD_MS } from './spare.js';
 
 const SUBMIT = 'submit_rpc_handler.php';
 
@@ -60,6 +61,7 @@ export class BoincClient implements BoincRpc {
       retryBaseMs: opts.retryBaseMs ?? 250,
       concurrency: opts.concurrency ?? 8,
       maxReplyBytes: opts.maxReplyBytes ?? DEFAULT_MAX_REPLY_BYTES,
+      connectAheadMs: opts.connectAheadMs ?? DEFAULT_CONNECT_AHEAD_MS,
       authenticator: opts.authenticator,
       log: opts.log,
     });

@@ -13,6 +13,7 @@ import type * as http from 'node:http';
 import type * as https from 'node:https';
 import type { Socket } from 'node:net';
 import type * as tls from 'node:tls';
+import { SpareConnections, DEFAULT_SPARE_LIMITS, type SpareLimits } from './spare.js';
 
 /** A timeout; `event` is the phase it struck in (see above). */
 export class HttpTimeout extends Error {
@@ -48,8 +49,9 @@ export class FileChangedError extends Error {
 }
 
 /**
- * The connections of one client: node's http agents of the downloads, one per scheme, and
- * the sockets of the RPC POSTs in flight (post.ts); destroy() ends them all. node:http
+ * The connections of one client: node's http agents of the downloads, one per scheme, the
+ * sockets of the RPC POSTs in flight (post.ts) and the one opened for the next POST
+ * (spare.ts); destroy() ends them all. node:http
  * (for a download) and node:tls (for an https URL) load when first needed: a GAHP that only
  * submits over plain http pays for neither.
  */
@@ -59,6 +61,11 @@ export class Connections {
   private tlsModule: Promise<typeof tls> | undefined;
   private readonly sockets = new Set<Socket>();
   private destroyed = false;
+  readonly spares: SpareConnections;
+
+  constructor(spareLimits: SpareLimits = DEFAULT_SPARE_LIMITS) {
+    this.spares = new SpareConnections(spareLimits);
+  }
 
   /** The agent for a URL parseHttpUrl accepted (http: or https:). */
   async forUrl(url: URL): Promise<{ mod: typeof http | typeof https; agent: http.Agent }> {
@@ -83,6 +90,7 @@ export class Connections {
 
   destroy(): void {
     this.destroyed = true;
+    this.spares.destroy();
     for (const s of this.sockets) s.destroy();
     this.sockets.clear();
     void this.plain?.then((s) => s.agent.destroy());
@@ -104,6 +112,8 @@ export interface PostReply {
   statusMessage: string;
   headers: http.IncomingHttpHeaders;
   body: Buffer;
+  /** The request went on a connection opened ahead for it (spare.ts). */
+  ahead?: boolean;
 }
 
 /** A URL the RPCs can use (http: or https:); else an HttpFailure ERR_INVALID_URL, which the transport knows was never sent. */

@@ -1,7 +1,8 @@
 /**
  * The POST of every BOINC RPC: a multipart/form-data body (the text field `request`, then
  * `file_0`, `file_1`, ... streamed from disk) on a connection of its own (net, or tls for
- * an https URL), `Connection: close`, the reply read whole (http-reply.ts).
+ * an https URL; in a burst of calls the one opened for it while the call before was
+ * answered, spare.ts), `Connection: close`, the reply read whole (http-reply.ts).
  *
  * Why a socket and not node's http client: each RPC is one request on one connection (the
  * real server closes it after the reply: docs/boinc-server.md), with no keep-alive, redirect,
@@ -167,13 +168,22 @@ async function writeRequest(socket: net.Socket, requestHead: string, request: st
   await put(tail);
 }
 
-/** A connection to the host and port of a URL parseHttpUrl accepted: plain, or TLS (node:tls, loaded with the first https URL). */
-async function connect(url: URL, connections: Connections): Promise<{ socket: net.Socket; connectEvent: string }> {
-  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-  if (url.protocol === 'http:') return { socket: net.connect({ host, port: Number(url.port) || 80 }), connectEvent: 'connect' };
+/**
+ * A connection to the host and port of a URL parseHttpUrl accepted: plain, or TLS (node:tls,
+ * loaded with the first https URL); the spare opened for it if there is one (spare.ts), else
+ * a new one. `connectEvent`: the event that says it is ready (none: it is).
+ */
+async function connect(url: URL, connections: Connections, target: { host: string; port: number }): Promise<{ socket: net.Socket; connectEvent?: string; ahead: boolean }> {
+  const { host, port } = target;
+  if (url.protocol === 'http:') {
+    const spare = connections.spares.take(target);
+    return spare ? { socket: spare, ahead: true } : { socket: net.connect({ host, port }), connectEvent: 'connect', ahead: false };
+  }
+  // Loaded before a spare is taken: a spare without its watching must not wait on it.
   const tls = await connections.tls();
-  const socket = tls.connect({ host, port: Number(url.port) || 443, ...(net.isIP(host) ? {} : { servername: host }), ALPNProtocols: ['http/1.1'] });
-  return { socket, connectEvent: 'secureConnect' };
+  const spare = connections.spares.take(target);
+  const socket = tls.connect({ ...(spare ? { socket: spare } : { port }), host, ...(net.isIP(host) ? {} : { servername: host }), ALPNProtocols: ['http/1.1'] });
+  return { socket, connectEvent: 'secureConnect', ahead: spare !== undefined };
 }
 
 /**
@@ -188,14 +198,15 @@ export async function postMultipart(
 ): Promise<PostReply> {
   const url = parseHttpUrl(urlText);
   if (opts.signal?.aborted) throw new HttpFailure('ABORT_ERR', 'aborted');
-  const { socket, connectEvent } = await connect(url, opts.connections);
+  const target = { host: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(url.port) || (url.protocol === 'http:' ? 80 : 443) };
+  const { socket, connectEvent, ahead } = await connect(url, opts.connections, target);
   // Each write goes out at once, as node's http client does: an upload's parts are written
   // one after another, and Nagle's algorithm would hold each until the last was acknowledged.
   socket.setNoDelay(true);
   const untrack = opts.connections.track(socket);
   return new Promise<PostReply>((resolve, reject) => {
     const reply = new ReplyReader(opts.maxReplyBytes);
-    let connected = false;
+    let connected = connectEvent === undefined;
     let settled = false;
     const finish = (err: Error | undefined) => {
       if (settled) return;
@@ -205,12 +216,12 @@ export async function postMultipart(
       socket.destroy();
       untrack();
       if (err) reject(asFailure(err));
-      else resolve({ status: reply.status, statusMessage: reply.statusMessage, headers: reply.headers, body: reply.body() });
+      else resolve({ status: reply.status, statusMessage: reply.statusMessage, headers: reply.headers, body: reply.body(), ahead });
     };
     const disarm = armTimeouts(socket, opts.timeouts, { get connected() { return connected; }, get responded() { return reply.answered; } }, finish);
     const onAbort = () => finish(new HttpFailure('ABORT_ERR', 'aborted'));
     opts.signal?.addEventListener('abort', onAbort, { once: true });
-    socket.once(connectEvent, () => (connected = true));
+    if (connectEvent) socket.once(connectEvent, () => (connected = true));
     socket.on('error', (err) => finish(err));
     socket.on('data', (chunk: Buffer) => {
       try {
@@ -228,6 +239,12 @@ export async function postMultipart(
     // Credentials in the project URL go as Basic authorization, as node's http client sent them.
     const credentials = url.username || url.password ? `Authorization: Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}\r\n` : '';
     const requestHead = `POST ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nUser-Agent: ${opts.userAgent}\r\n${credentials}Connection: close\r\n`;
-    writeRequest(socket, requestHead, request, files).catch((err: unknown) => finish(err as Error));
+    // Once the request is on its way (written and connected), the next call's connection
+    // may be opened (spare.ts): not before, where it would hold this one back.
+    const requestSent = () => opts.connections.spares.requestWritten(target);
+    writeRequest(socket, requestHead, request, files).then(
+      () => (connected || !connectEvent ? requestSent() : socket.once(connectEvent, requestSent)),
+      (err: unknown) => finish(err as Error),
+    );
   });
 }

@@ -26,6 +26,7 @@ import { redactBoincCredentials } from './redact.js';
 import { MAX_TIMED_OUT_ATTEMPTS, Retries, sleep, type RetryPolicy } from './retry.js';
 import { Connections, FileChangedError, HttpFailure, HttpTimeout, ReplyTooLarge, getStream } from './http.js';
 import { postMultipart, type FilePart } from './post.js';
+import { DEFAULT_SPARE_LIMITS } from './spare.js';
 
 export interface TransportOptions {
   timeoutMs: number;
@@ -35,6 +36,8 @@ export interface TransportOptions {
   retryBaseMs: number;
   concurrency: number;
   authenticator: string;
+  /** BoincClientOptions.connectAheadMs. */
+  connectAheadMs: number;
   log?: (line: string) => void;
 }
 
@@ -64,12 +67,13 @@ const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOST
 
 
 export class Transport {
-  private readonly connections = new Connections();
+  private readonly connections: Connections;
   private readonly queue: PQueue;
   private readonly secrets: string[];
   private closed = false;
 
   constructor(private readonly opts: TransportOptions) {
+    this.connections = new Connections({ ...DEFAULT_SPARE_LIMITS, maxIdleMs: Math.max(0, opts.connectAheadMs) });
     this.queue = new PQueue({ concurrency: Math.max(1, opts.concurrency) });
     const a = opts.authenticator;
     this.secrets = a ? [...new Set([a, encodeURIComponent(a), xmlEscape(a)])].filter((s) => s.length > 0) : [];
@@ -263,7 +267,7 @@ export class Transport {
     }
     const status = res.status;
     const body = res.body;
-    this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} ${body.length} bytes in ${Date.now() - started} ms`);
+    this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} ${body.length} bytes in ${Date.now() - started} ms${res.ahead ? ' (connection opened ahead)' : ''}`);
     if (status >= 500) {
       throw new BoincRpcError(rpc, 'transport', `HTTP ${status}${res.statusMessage ? ' ' + res.statusMessage : ''}`, {
         httpStatus: status,

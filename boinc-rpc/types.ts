@@ -30,6 +30,13 @@ export interface BoincClientOptions {
    * its connection is discarded. Output files (get_output) are streamed to disk, not limited.
    */
   maxReplyBytes?: number;
+  /**
+   * Once calls come in a burst (two within a second), each opens the connection of the next
+   * call while it is answered, which the next takes if it comes within this many
+   * milliseconds; else it is closed unused (default DEFAULT_CONNECT_AHEAD_MS, 2000; 0: never
+   * opened ahead). boinc-rpc/spare.ts.
+   */
+  connectAheadMs?: number;
   /** Optional debug sink for one line per call (already redacted). */
   log?: (line: string) => void;
 }

@@ -27,6 +27,7 @@ const OPTIONS: ReadonlyArray<{ name: string; key: keyof GlobalOptions | 'protoco
   { name: 'rpc-timeout', key: 'rpcTimeout', kind: 'positive', env: 'BOINC_GAHP_RPC_TIMEOUT' },
   { name: 'command-timeout', key: 'commandTimeout', kind: 'nonNegative', env: 'BOINC_GAHP_COMMAND_TIMEOUT' },
   { name: 'concurrency', key: 'concurrency', kind: 'positiveInt', env: 'BOINC_GAHP_CONCURRENCY' },
+  { name: 'connect-ahead', key: 'connectAhead', kind: 'nonNegative', env: 'BOINC_GAHP_CONNECT_AHEAD' },
   { name: 'max-file-uploads', key: 'maxFileUploads', kind: 'positiveInt', env: 'BOINC_GAHP_MAX_FILE_UPLOADS' },
   { name: 'post-max-size', key: 'postMaxSize', kind: 'phpSize', env: 'BOINC_GAHP_POST_MAX_SIZE' },
   { name: 'upload-max-filesize', key: 'uploadMaxFilesize', kind: 'phpSize', env: 'BOINC_GAHP_UPLOAD_MAX_FILESIZE' },

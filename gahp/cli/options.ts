@@ -23,6 +23,8 @@ export interface GlobalOptions {
   rpcTimeout?: number;
   commandTimeout?: number;
   concurrency?: number;
+  /** Seconds a connection opened ahead for the next RPC may wait (0: none opened). */
+  connectAhead?: number;
   maxFileUploads?: number;
   postMaxSize?: number;
   uploadMaxFilesize?: number;
@@ -46,6 +48,7 @@ export function runOptions(g: GlobalOptions): Omit<GahpRunOptions, 'input' | 'ou
     rpcTimeoutMs: g.rpcTimeout ? g.rpcTimeout * 1000 : undefined,
     commandTimeoutMs: g.commandTimeout !== undefined ? g.commandTimeout * 1000 : undefined,
     rpcConcurrency: g.concurrency,
+    connectAheadMs: g.connectAhead !== undefined ? g.connectAhead * 1000 : undefined,
     maxFileUploads: g.maxFileUploads,
     postMaxSize: g.postMaxSize,
     uploadMaxFilesize: g.uploadMaxFilesize,

@@ -29,6 +29,8 @@ export interface GahpRunOptions {
    */
   commandTimeoutMs?: number;
   rpcConcurrency?: number;
+  /** BoincClientOptions.connectAheadMs (undefined: its default). */
+  connectAheadMs?: number;
   commandConcurrency?: number;
   leaseSeconds?: number;
   maxLineBytes?: number;
@@ -69,6 +71,7 @@ export function createServices(opts: GahpRunOptions): GahpServices {
   const session = new ProjectSession((o) => new BoincClient(o), {
     timeoutMs: opts.rpcTimeoutMs,
     concurrency: opts.rpcConcurrency,
+    ...(opts.connectAheadMs !== undefined ? { connectAheadMs: opts.connectAheadMs } : {}),
     log: (line) => log.debug(line),
   });
   if (opts.projectUrl && opts.authenticator) {
