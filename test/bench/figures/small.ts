@@ -90,7 +90,7 @@ export interface SubmitTiming {
 
 const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 
-async function timedSmallSubmit(gahp: GahpDriver, server: BenchServer, line: string): Promise<SubmitTiming> {
+export async function timedSmallSubmit(gahp: GahpDriver, server: BenchServer, line: string): Promise<SubmitTiming> {
   await server.clearRpcLog();
   const t0 = nowMs();
   const result = await gahp.callNotified('BOINC_SUBMIT', line);
@@ -103,9 +103,14 @@ async function timedSmallSubmit(gahp: GahpDriver, server: BenchServer, line: str
 
 let seed = 70000;
 
-/** A fresh GAHP through HTCondor's start-up sequence and BOINC_SELECT_PROJECT of `server`. */
-async function selectedGahp(server: BenchServer): Promise<GahpDriver> {
-  const gahp = await GahpDriver.start();
+/** SMALL.nfiles new files (content never seen before by any server or hash cache). */
+export function newSmallFiles(dir: string): string[] {
+  return writeMany(dir, SMALL.nfiles, SMALL.fileBytes, (seed += 100));
+}
+
+/** A fresh GAHP (this checkout's, or `bin`) through HTCondor's start-up sequence and BOINC_SELECT_PROJECT of `server`. */
+export async function selectedGahp(server: BenchServer, bin?: string): Promise<GahpDriver> {
+  const gahp = await GahpDriver.start(bin ? { bin } : {});
   try {
     await gahp.startup();
     await gahp.selectProject(server.url, server.authenticator);
@@ -127,7 +132,7 @@ async function withSmallWorld<T>(tag: string, fn: (gahp: GahpDriver, server: Ben
   let gahp: GahpDriver | undefined;
   try {
     await warmServer(server, dir);
-    const files = writeMany(dir, SMALL.nfiles, SMALL.fileBytes, (seed += 100));
+    const files = newSmallFiles(dir);
     gahp = await selectedGahp(server);
     return await fn(gahp, server, files);
   } finally {
@@ -144,7 +149,7 @@ async function withSmallWorld<T>(tag: string, fn: (gahp: GahpDriver, server: Ben
  * time. A real BOINC server runs for long: this one is warmed with a submit of its own,
  * from another GAHP (one job over one small file: every call the measured submit makes).
  */
-async function warmServer(server: BenchServer, dir: string): Promise<void> {
+export async function warmServer(server: BenchServer, dir: string): Promise<void> {
   const warmDir = path.join(dir, 'warm-up');
   fs.mkdirSync(warmDir);
   const [file] = writeMany(warmDir, 1, 1024, (seed += 100));

@@ -22,6 +22,8 @@ function findRoot(from: string): string {
 export const GAHP_BIN = path.join(REPO_ROOT, 'bin', 'boinc-gahp');
 
 export interface DriverOptions {
+  /** The GAHP executable (default: this checkout's bin/boinc-gahp). */
+  bin?: string;
   /** Extra CLI arguments for bin/boinc-gahp. */
   args?: string[];
   /** State directory; default a fresh temp dir removed by close(). */
@@ -87,7 +89,7 @@ export class GahpDriver {
     const logArgs = logDir ? ['--log', path.join(logDir, `gahp-${process.pid}-${++started}.log`)] : [];
     // BENCH_GAHP_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/x": node flags for each GAHP.
     const nodeArgs = (process.env.BENCH_GAHP_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0);
-    const child = spawn(process.execPath, [...nodeArgs, GAHP_BIN, '--state-dir', stateDir, ...logArgs, ...(opts.args ?? [])], {
+    const child = spawn(process.execPath, [...nodeArgs, opts.bin ?? GAHP_BIN, '--state-dir', stateDir, ...logArgs, ...(opts.args ?? [])], {
       stdio: ['pipe', 'pipe', 'pipe'],
       ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
     });
