@@ -39,10 +39,15 @@ export interface SubmitRequest {
   paramProblem?: string;
 }
 
-/** A count token; the message (naming the job) is built only on failure. */
-function count(text: string, what: () => string): number {
+/** A count token of job `name` (`field`: nargs or ninputs); the message is built only on failure. */
+function count(text: string, name: string, field: string): number {
   if (/^[0-9]{1,7}$/.test(text)) return Number(text);
-  return parseCount(text, what());
+  return parseCount(text, `${field} of job ${name}`);
+}
+
+/** The line ended where `what` was due (after `at` arguments). */
+function missing(what: string, at: number): never {
+  throw new ArgumentError(`missing ${what} (the line ends after ${at} arguments)`);
 }
 
 /** The six trailing parameters, in the order HTCondor sends them. */
@@ -56,35 +61,35 @@ const PARAM_KEYS = {
 } as const;
 
 export function parseSubmitArgs(args: string[]): SubmitRequest {
-  let i = 0;
-  // `what` is a function: messages are built only on failure (lines hold ~100k tokens).
-  const next = (what: () => string): string => {
-    const t = args[i];
-    if (t === undefined) throw new ArgumentError(`missing ${what()} (the line ends after ${i} arguments)`);
-    i++;
-    return t;
-  };
-  const batchName = next(() => 'batch_name');
-  const appName = next(() => 'app_name');
-  const njobs = parseCount(next(() => 'njobs'), 'njobs');
+  const n = args.length;
+  // Messages are built only on failure (lines hold ~100k tokens): no closure per token.
+  if (n < 1) missing('batch_name', 0);
+  if (n < 2) missing('app_name', 1);
+  if (n < 3) missing('njobs', 2);
+  const batchName = args[0]!;
+  const appName = args[1]!;
+  const njobs = parseCount(args[2], 'njobs');
+  let i = 3;
   if (njobs === 0) throw new ArgumentError('njobs must be at least 1');
   // A job takes at least 3 tokens, which bounds njobs by the line itself.
-  if (njobs * 3 > args.length - i) throw new ArgumentError(`${njobs} jobs announced, but only ${args.length - i} arguments follow`);
+  if (njobs * 3 > n - i) throw new ArgumentError(`${njobs} jobs announced, but only ${n - i} arguments follow`);
 
   const jobs = new Array<SubmitJobSpec>(njobs);
   for (let j = 0; j < njobs; j++) {
-    const name = next(() => `job_name of job ${j + 1}`);
-    const nargs = count(next(() => `nargs of job ${name}`), () => `nargs of job ${name}`);
-    if (nargs > args.length - i) throw new ArgumentError(`job ${name}: ${nargs} arguments announced, only ${args.length - i} follow`);
+    if (i >= n) missing(`job_name of job ${j + 1}`, i);
+    const name = args[i++]!;
+    if (i >= n) missing(`nargs of job ${name}`, i);
+    const nargs = count(args[i++]!, name, 'nargs');
+    if (nargs > n - i) throw new ArgumentError(`job ${name}: ${nargs} arguments announced, only ${n - i} follow`);
     const jobArgs = args.slice(i, i + nargs);
     i += nargs;
-    const ninputs = count(next(() => `ninputs of job ${name}`), () => `ninputs of job ${name}`);
-    if (ninputs * 2 > args.length - i) throw new ArgumentError(`job ${name}: ${ninputs} input files announced, only ${args.length - i} arguments follow`);
+    if (i >= n) missing(`ninputs of job ${name}`, i);
+    const ninputs = count(args[i++]!, name, 'ninputs');
+    if (ninputs * 2 > n - i) throw new ArgumentError(`job ${name}: ${ninputs} input files announced, only ${n - i} arguments follow`);
     const inputs = new Array<SubmitInput>(ninputs);
     for (let k = 0; k < ninputs; k++) {
-      const src = next(() => `src_path of input ${k + 1} of job ${name}`);
-      const dst = next(() => `dst_name of input ${k + 1} of job ${name}`);
-      inputs[k] = { src, dst };
+      inputs[k] = { src: args[i]!, dst: args[i + 1]! };
+      i += 2;
     }
     jobs[j] = { name, args: jobArgs, inputs };
   }
