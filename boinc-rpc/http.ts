@@ -51,9 +51,9 @@ export class FileChangedError extends Error {
 /**
  * The connections of one client: node's http agents of the downloads, one per scheme, the
  * sockets of the RPC POSTs in flight (post.ts) and the one opened for the next POST
- * (spare.ts); destroy() ends them all. node:http
- * (for a download) and node:tls (for an https URL) load when first needed: a GAHP that only
- * submits over plain http pays for neither.
+ * (spare.ts); destroy() ends them all. node:http (for a download) and node:tls (for an
+ * https URL) load when first needed: a GAHP that only submits over plain http pays for
+ * neither.
  */
 export class Connections {
   private plain: Promise<{ mod: typeof http; agent: http.Agent }> | undefined;
