@@ -47,7 +47,7 @@ export class SpareConnections {
   /** A call of a burst started since the last spare was opened. */
   private wanted = false;
   private closed = false;
-  /** Spares opened and spares taken (tests and diagnostics). */
+  /** Spares opened and spares taken (read by the tests; each call's log line says whether it took one). */
   readonly counts = { opened: 0, taken: 0 };
 
   /** With `maxIdleMs` 0 none is ever opened. */

@@ -7,10 +7,10 @@
  *   BOINC_SELECT_PROJECT) of 40 jobs over 10 new 64 KiB files, from
  *   writing the request to reading its result (S, R, RESULTS), minus the time in which at
  *   least one call was inside the server (until its reply was complete: BOINC's replies end
- *   with the connection, so until the server's FIN; lib/server-child.ts). The server adds SERVER_DELAY_MS to every call, so
- *   round trips cost what they cost on a real server; the remainder is the GAHP's own time
- *   on the critical path (start-up work, hashing, ledger syncs, building requests, the
- *   protocol).
+ *   with the connection, so until the server's FIN; lib/server-child.ts). The server adds
+ *   SERVER_DELAY_MS to every call, so round trips cost what they cost on a real server;
+ *   the remainder is the GAHP's own time on the critical path (start-up work, hashing,
+ *   ledger syncs, building requests, the protocol).
  * - small_submit_round_trips: the most calls of that submit that ran one after another
  *   (each starting after the previous one's reply was complete): the sequential calls on
  *   its critical path.
