@@ -5,8 +5,9 @@
  * the demo, the test server, and `boinc-gahp blahp install` whose scripts then run a job as
  * blahpd runs them (test/support/blahpd.ts). The tarball must hold product files only.
  *
- * Works offline after `npm ci`: dependencies resolve through a registry on 127.0.0.1 built
- * from package-lock.json (./lockfile-registry.ts), their tarballs come from npm's cache.
+ * The runtime dependencies travel inside the tarball (package.json's bundleDependencies), so
+ * the install is what a site cut off from the internet does: `--offline`, an empty npm cache,
+ * and a registry address where nothing listens (any request npm made would fail the install).
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -15,7 +16,6 @@ import { upperAscii } from '../../fixtures/apps.js';
 import { startTestServer } from '../../fixtures/test-server/index.js';
 import { Blahpd, stopBlahpFetcher, v2Arguments, type StatusOutcome } from '../support/blahpd.js';
 import { makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
-import { startLockfileRegistry, type LockfileRegistry } from './lockfile-registry.js';
 
 interface Ran {
   code: number | null;
@@ -65,18 +65,35 @@ function npm(args: string[], cwd: string, env: NodeJS.ProcessEnv, timeoutMs: num
 
 const show = (r: Ran) => `exit ${r.code ?? r.signal}\n--- stdout\n${r.stdout.slice(-3000)}\n--- stderr\n${r.stderr.slice(-3000)}`;
 
-/** What a tarball may hold: the package manifest, README/licence, the bin scripts, compiled product code, docs. */
+/** What a tarball may hold of its own: the package manifest, README/licence, the bin scripts, compiled product code, docs. */
 const PRODUCT_FILE = /^(package\.json|README\.md|LICEN[CS]E(\.[a-z]+)?|bin\/boinc-[a-z-]+|dist\/(gahp|boinc-rpc|fixtures)\/[A-Za-z0-9_./-]+\.js|docs\/[A-Za-z0-9_.-]+\.md)$/;
+
+interface Manifest {
+  version: string;
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+}
+
+/** The package names in package-lock.json that only dev dependencies need (npm marks them "dev"). */
+function devOnlyPackages(): Set<string> {
+  const lock = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
+  const names = new Set<string>();
+  for (const [where, entry] of Object.entries(lock.packages)) {
+    if (entry.dev) names.add(where.slice(where.lastIndexOf('node_modules/') + 'node_modules/'.length));
+  }
+  return names;
+}
 
 describe('the npm package', () => {
   let work: string;
   let env: NodeJS.ProcessEnv;
-  let registry: LockfileRegistry;
   let tarball: string;
   let files: Array<{ path: string; mode: number }>;
+  let bundled: string[];
   let prefix: string;
   let installedBin: string;
-  const version = (JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+  const manifest = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as Manifest;
+  const version = manifest.version;
 
   beforeAll(async () => {
     work = makeTempDir('boinc-gahp-package-');
@@ -95,24 +112,25 @@ describe('the npm package', () => {
     const packed = await npm(['pack', '--json', '--pack-destination', out], checkout, env, 180_000);
     if (packed.code !== 0) throw new Error(`npm pack failed:\n${show(packed)}`);
     const json = packed.stdout.slice(packed.stdout.search(/^\[/m));
-    const info = (JSON.parse(json) as Array<{ filename: string; files: Array<{ path: string; mode: number }> }>)[0]!;
+    const info = (JSON.parse(json) as Array<{ filename: string; files: Array<{ path: string; mode: number }>; bundled: string[] }>)[0]!;
     tarball = path.join(out, info.filename);
     files = info.files;
+    bundled = info.bundled;
 
-    registry = await startLockfileRegistry(path.join(REPO_ROOT, 'package-lock.json'));
+    // Port 9 (discard) on loopback: nothing answers there, so a request would fail the install.
     prefix = path.join(work, 'prefix');
+    const emptyCache = path.join(work, 'npm-cache');
+    fs.mkdirSync(emptyCache);
     const installed = await npm(
-      ['install', '--global', '--prefix', prefix, '--registry', registry.url, '--prefer-offline', '--no-audit', '--no-fund', '--no-update-notifier', tarball],
+      ['install', '--global', '--prefix', prefix, '--offline', '--cache', emptyCache, '--registry', 'http://127.0.0.1:9/',
+        '--no-audit', '--no-fund', '--no-update-notifier', tarball],
       work, env, 120_000,
     );
-    if (installed.code !== 0) {
-      throw new Error(`npm install -g of the tarball failed (tarballs missing from the npm cache: ${registry.tarballMisses.join(', ') || 'none'}):\n${show(installed)}`);
-    }
+    if (installed.code !== 0) throw new Error(`npm install -g --offline of the tarball failed:\n${show(installed)}`);
     installedBin = path.join(prefix, 'bin');
   }, 300_000);
 
   afterAll(async () => {
-    await registry?.close();
     if (work) {
       // The BLAHP job below leaves its background worker writing in work/blahp-state.
       await stopBlahpFetcher(path.join(work, 'blahp-state'));
@@ -121,7 +139,7 @@ describe('the npm package', () => {
   });
 
   test('the tarball holds the compiled product and nothing of tests, bench or sources', () => {
-    const paths = files.map((f) => f.path).sort();
+    const paths = files.map((f) => f.path).filter((p) => !p.startsWith('node_modules/')).sort();
     expect(paths).toEqual(expect.arrayContaining([
       'package.json', 'README.md', 'bin/boinc-gahp', 'bin/boinc-gahp-demo', 'bin/boinc-test-server',
       'dist/gahp/cli/main.js', 'dist/gahp/staging/hash-worker.js', 'dist/boinc-rpc/client.js',
@@ -134,12 +152,23 @@ describe('the npm package', () => {
     }
   });
 
-  test('the tarball installed from a local registry of the locked versions and npm\'s cache, nothing downloaded', () => {
-    expect(registry.tarballMisses).toEqual([]);
+  test('the tarball bundles every runtime dependency (and what they need), nothing only the tests or the build need', () => {
+    expect(bundled).toEqual(expect.arrayContaining(Object.keys(manifest.dependencies)));
+    const devOnly = devOnlyPackages();
+    expect(bundled.filter((name) => devOnly.has(name) || name in manifest.devDependencies)).toEqual([]);
+    // Every package the tarball has files of (nested ones too) is one npm says it bundled.
+    const inNodeModules = new Set(files.flatMap((f) => [...f.path.matchAll(/node_modules\/((@[^/]+\/)?[^/]+)\//g)].map((m) => m[1]!)));
+    expect([...inNodeModules].sort()).toEqual([...new Set(bundled)].sort());
+  });
+
+  test('the tarball installed with --offline and an empty npm cache', () => {
     for (const name of ['boinc-gahp', 'boinc-gahp-demo', 'boinc-test-server']) {
       expect(fs.existsSync(path.join(installedBin, name))).toBe(true);
     }
     expect(fs.existsSync(path.join(prefix, 'lib', 'node_modules', 'boinc-gahp', 'test'))).toBe(false);
+    for (const name of Object.keys(manifest.dependencies)) {
+      expect(fs.existsSync(path.join(prefix, 'lib', 'node_modules', 'boinc-gahp', 'node_modules', name, 'package.json'))).toBe(true);
+    }
   });
 
   test('installed boinc-gahp --version', async () => {
