@@ -8,6 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { joinTokens, splitTokens } from '../protocol/escape.js';
+import { asLines } from '../protocol/messages.js';
 import type { AsyncCommand, Command } from '../protocol/commands.js';
 import { GahpClient } from './gahp-client.js';
 import type { GahpRunOptions } from './run-gahp.js';
@@ -71,7 +72,8 @@ export function splitReqId(command: AsyncCommand, args: string[]): { reqId?: str
 /** A result as a person reads it. */
 export function describeResult(command: string | undefined, tokens: string[]): string[] {
   const label = command ?? 'request';
-  if (tokens[0] !== 'NULL') return [`${label} failed: ${tokens.join(' ') || '(no message)'}`];
+  // An error message keeps its line breaks (the server's text as it was): one line each.
+  if (tokens[0] !== 'NULL') return asLines(`${label} failed: ${tokens.join(' ') || '(no message)'}`).split('\n');
   const rest = tokens.slice(1);
   switch (command) {
     case 'BOINC_FETCH_OUTPUT':
@@ -311,7 +313,7 @@ async function handleTypedLine(session: PromptSession, line: string): Promise<bo
   } else if (reply.startsWith('E')) {
     if (reqId !== undefined) inFlight.delete(reqId);
     const msg = splitTokens(reply).slice(1).join(' ');
-    print(`E  error: ${msg || 'refused'}` + (command ? '' : word && !PROTOCOL_HELP.some((p) => p.name === word) ? ' (type "help" for the commands)' : ''));
+    print(`E  error: ${asLines(msg) || 'refused'}` + (command ? '' : word && !PROTOCOL_HELP.some((p) => p.name === word) ? ' (type "help" for the commands)' : ''));
   } else {
     print(client.mask(reply));
   }

@@ -14,6 +14,7 @@ import { EXIT_FAILED, EXIT_OK, runOptions, type GlobalOptions } from './options.
 import { JournalLedger } from '../ledger/journal-ledger.js';
 import type { LedgerBatch } from '../ledger/types.js';
 import { ProgressLine } from './progress.js';
+import { asLines } from '../protocol/messages.js';
 
 export interface Project {
   url: string;
@@ -61,7 +62,7 @@ async function callReporting(client: GahpClient, g: GlobalOptions, label: string
   } catch (err) {
     progress.stop();
     if (err instanceof GahpResultError || err instanceof GahpRequestError) {
-      process.stderr.write(`boinc-gahp: ${command} failed: ${err.message}\n`);
+      process.stderr.write(`boinc-gahp: ${command} failed: ${asLines(err.message)}\n`);
       return undefined;
     }
     throw err;
@@ -86,7 +87,7 @@ export async function pingCmd(g: GlobalOptions): Promise<number> {
     } catch (err) {
       if (!(err instanceof GahpResultError)) throw err;
       if (err.missingBatch === undefined) {
-        process.stderr.write(`boinc-gahp: the project answers, but refuses the account: ${err.message}\n`);
+        process.stderr.write(`boinc-gahp: the project answers, but refuses the account: ${asLines(err.message)}\n`);
         return EXIT_FAILED;
       }
     }

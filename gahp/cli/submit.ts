@@ -21,6 +21,7 @@ import { ProgressLine, SubmitProgressView } from './progress.js';
 import { planSubmit, submitArgs, type SubmitPlan } from './submit-plan.js';
 import type { SubmitRecord } from './submit-state.js';
 import { errorMessage, sleep } from '../util.js';
+import { asLines } from '../protocol/messages.js';
 
 export interface SubmitOptions {
   wait: boolean;
@@ -136,7 +137,7 @@ class SubmitRun {
     } catch (err) {
       this.progress.stop();
       if (err instanceof GahpResultError || err instanceof GahpRequestError) {
-        process.stderr.write(`boinc-gahp: ${err instanceof GahpResultError ? err.command + ' failed: ' : ''}${err.message}\n`);
+        process.stderr.write(`boinc-gahp: ${err instanceof GahpResultError ? err.command + ' failed: ' : ''}${asLines(err.message)}\n`);
         return EXIT_FAILED;
       }
       throw err;

@@ -1,6 +1,7 @@
 /**
- * Texts the protocol server prints or logs: error messages made fit for one token (one
- * line, bounded length) and the tokens a handler returns checked before they are joined.
+ * Texts the protocol server prints or logs: error messages made fit for one token (bounded
+ * length; line breaks kept, escaped when printed) and the tokens a handler returns checked
+ * before they are joined; and such a message as lines for a person (asLines).
  */
 import type { Logger } from '../log.js';
 
@@ -35,18 +36,27 @@ function isLowSurrogate(c: number): boolean {
 }
 
 /**
- * A human-readable message as one line: CR/LF would be escaped correctly, but they make
- * logs and line-oriented readers of the protocol harder to follow, so they become spaces.
+ * An error's message as the error result's token: the text as it is, line breaks included.
+ * escapeToken puts a backslash before CR and LF as HTCondor's escapeGahpString() does, and
+ * the gridmanager's reader keeps an escaped line break inside the token, so a server's
+ * multi-line error reaches HoldReason unchanged (docs/gahp-protocol.md, "Lines and tokens").
  */
 export function errorText(err: unknown): string {
   let raw: string;
   try {
-    raw = err instanceof Error ? err.message : String(err);
+    raw = String(err instanceof Error ? err.message : err);
   } catch {
     raw = 'unprintable error';
   }
-  const text = String(raw).replace(/[\r\n\t]+/g, ' ').trim();
-  return text.length > 0 ? text : 'unknown error';
+  return raw.trim().length > 0 ? raw : 'unknown error';
+}
+
+/**
+ * A message for a person, as lines: a CR LF or a lone CR (which on a terminal would send the
+ * cursor back over the text) becomes a line break. The prompt and the CLI print through this.
+ */
+export function asLines(text: string): string {
+  return text.replace(/\r\n?/g, '\n');
 }
 
 /**

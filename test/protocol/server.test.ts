@@ -227,7 +227,8 @@ describe('async framework', () => {
     const out = await g.settle(20);
     expect(out[0]).toBe(`S ${hows.length}`);
     const byId = new Map(out.slice(1).map((l) => { const t = splitTokens(l); return [t[0]!, t.slice(1)]; }));
-    expect(byId.get('1')).toEqual(['it broke across lines']);
+    // The line break is kept, escaped on the wire as HTCondor's escapeGahpString() escapes it.
+    expect(byId.get('1')).toEqual(['it broke\nacross lines']);
     expect(byId.get('2')).toEqual(['a string']);
     expect(byId.get('3')).toEqual(['undefined']);
     expect(byId.get('4')).toEqual(['unknown error']);
