@@ -26,14 +26,6 @@ async function pause(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /**
- * A batch of the name exists without jobs, and its id cannot be had: query_batch died on
- * it and query_batch2 has no ids (findBatch).
- */
-export class BatchIdUnknownError extends Error {
-  override name = 'BatchIdUnknownError';
-}
-
-/**
  * query_batch by name: undefined when the server has no such batch. Today's BOINC answers
  * an empty batch like any other; servers from before 2017 read the output template of the
  * batch's first job, which a batch without jobs lacks, and die (fatal reply,
@@ -55,31 +47,23 @@ export async function findBatch(rpc: BoincRpc, batchName: string, knownId: numbe
     }
     const jobs = (reply.batches[0]?.jobs ?? []).map((j, i) => ({ id: -1 - i, name: j.name, status: j.status }));
     if (knownId === undefined && jobs.length === 0) {
-      throw new BatchIdUnknownError(`batch ${batchName} exists on the server without jobs, but query_batch cannot give its id (${err.message})`, { cause: err });
+      throw new Error(`batch ${batchName} exists on the server without jobs, but query_batch cannot give its id (${err.message})`, { cause: err });
     }
     return { id: knownId ?? -1, name: batchName, state: jobs.length > 0 ? 1 : 0, njobs: jobs.length, jobs };
   }
 }
 
-export interface CreatedBatch {
-  batchId: number;
-  /**
-   * create_batch failed in a way that may have taken effect, and the id is that of the
-   * empty batch of this name found afterwards: ours, or one made before by someone else.
-   */
-  recovered: boolean;
-}
-
 /**
  * create_batch. A failure that may have taken effect is checked with query_batch before
- * anything is repeated: never two batches of one name. At most four attempts, and none
+ * anything is repeated: never two batches of one name (an empty batch of the name found
+ * then is the one the failed call made: the submit found none before it). At most four attempts, and none
  * after a second one that timed out.
  */
-export async function createBatch(rpc: BoincRpc, req: SubmitRequest, expireTime: number, signal: AbortSignal): Promise<CreatedBatch> {
+export async function createBatch(rpc: BoincRpc, req: SubmitRequest, expireTime: number, signal: AbortSignal): Promise<number> {
   const retries = new Retries(SUBMIT_RETRY);
   for (;;) {
     try {
-      return { batchId: await rpc.createBatch({ batchName: req.batchName, appName: req.appName, expireTime, signal }), recovered: false };
+      return await rpc.createBatch({ batchName: req.batchName, appName: req.appName, expireTime, signal });
     } catch (err) {
       if (!(err instanceof BoincRpcError)) throw err;
       const delay = retries.next(err);
@@ -92,7 +76,7 @@ export async function createBatch(rpc: BoincRpc, req: SubmitRequest, expireTime:
           const found = await findBatch(rpc, req.batchName, undefined, signal);
           if (found) {
             if (found.jobs.length > 0 || found.state !== 0) throw new Error(`batch ${req.batchName} appeared on the server with ${found.jobs.length} jobs in state ${found.state}`, { cause: err });
-            return { batchId: found.id, recovered: true };
+            return found.id;
           }
           if (look === 0) await pause(1000, signal);
         }

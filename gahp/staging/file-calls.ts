@@ -198,25 +198,19 @@ export class FileCalls {
     return toUpload;
   }
 
+  /** Files the ledger recorded as linked to the batch: nothing to do. */
+  linkedBefore(list: readonly StageFile[]): void {
+    this.report.present += list.length;
+    this.settled(list);
+  }
+
   /**
-   * After a failure or on a reused batch: link what is present, return what must be
-   * uploaded. On a reused batch (`optimistic`) one batch-linked query for all present files
-   * is tried first: it succeeds when none was linked yet (the usual crash: right after
-   * create_batch); a `Duplicate entry` sends us to one-by-one linking.
+   * After a failure, or on a reused batch for files the ledger does not know as linked:
+   * link what is present, one name per call, and return what must be uploaded.
    */
-  async recover(list: readonly StageFile[], optimistic = false): Promise<StageFile[]> {
+  async recover(list: readonly StageFile[]): Promise<StageFile[]> {
     const { present, absent } = await this.probe(list);
-    let gone: StageFile[] | undefined;
-    if (optimistic && present.length > 0 && present.length <= QUERY_CHUNK) {
-      try {
-        const idx = new Set(await this.o.rpc.queryFiles({ physNames: present.map((f) => f.physName), batchId: this.o.batchId, signal: this.o.signal }));
-        gone = present.filter((_, i) => idx.has(i));
-      } catch (err) {
-        if (isPermanent(err) && !isDuplicate(err)) throw err;
-        this.o.log(`staging: linking ${present.length} present files at once failed (${(err as Error).message}); linking one by one`);
-      }
-    }
-    gone ??= await this.linkEach(present);
+    const gone = await this.linkEach(present);
     this.report.present += present.length - gone.length;
     if (this.o.onSettled) {
       const missing = new Set(gone);

@@ -16,8 +16,6 @@ export interface HashedFile {
   md5: string;
   /** The identity the hash belongs to (checked again before the file is uploaded). */
   key: FileKey;
-  /** Hashed by this submit (not found in the cache): likely new to the server too. */
-  fresh?: boolean;
 }
 
 export class HashError extends Error {
@@ -227,7 +225,7 @@ export async function hashSources(
     const good: Array<{ key: FileKey; md5: string; hashedAtMs: number }> = [];
     for (const r of rs) if (r.error === undefined) good.push(r);
     cache.record(good);
-    if (onHashed) for (const r of rs) if (r.error === undefined) onHashed(r.path, { md5: r.md5, key: r.key, fresh: true });
+    if (onHashed) for (const r of rs) if (r.error === undefined) onHashed(r.path, { md5: r.md5, key: r.key });
     if (onProgress) {
       let bytes = 0;
       for (const r of good) bytes += Number(r.key.size);

@@ -5,7 +5,6 @@
  */
 import type { BigIntStats } from 'node:fs';
 import type { BoincRpc, SubmitJob } from '../../boinc-rpc/types.js';
-import type { EarlyProbe } from './early-probe.js';
 import type { HashedFile, HashSourcesResult } from './hashing.js';
 import type { SubmitJobSpec } from './parse.js';
 import { physName } from './plan.js';
@@ -36,27 +35,20 @@ export class HashFeed {
 }
 
 /** What the stager needs besides the batch: the project's limits and the GAHP's settings. */
-export type UploadSettings = Omit<StageOptions, 'rpc' | 'batchId' | 'deleteTime' | 'reused' | 'log' | 'signal' | 'onSettled'>;
+export type UploadSettings = Omit<StageOptions, 'rpc' | 'batchId' | 'deleteTime' | 'reused' | 'linked' | 'log' | 'signal' | 'onSettled'>;
 
 export interface StageInputsOptions {
   rpc: BoincRpc;
   batchId: number;
   /** The batch was left by an earlier attempt (some files may be linked to it already). */
   reused: boolean;
-  /** Every job of the submit, and those still to submit. */
-  jobs: readonly SubmitJobSpec[];
+  /** Files the ledger recorded as linked to it: no call is made for them. */
+  linked: ReadonlySet<string>;
+  /** The jobs still to submit (in template order). */
   toSubmit: readonly SubmitJobSpec[];
   stats: ReadonlyMap<string, BigIntStats>;
   feed: HashFeed;
-  /** What query_files without batch_id said of files hashed meanwhile (used for a new batch only). */
-  early: EarlyProbe;
   hashing: Promise<HashSourcesResult>;
-  /**
-   * Called once every hash is known, while the last files are staged: every job again when
-   * the app's template changed since they were ordered (undefined: unchanged). A failure
-   * stops staging.
-   */
-  recheck(): Promise<readonly SubmitJobSpec[] | undefined>;
   upload: UploadSettings;
   leaseSeconds: number;
   progress: ProgressSink | undefined;
@@ -67,12 +59,12 @@ export interface StageInputsOptions {
 
 export interface StagedInputs {
   hashed: HashSourcesResult;
-  /** Every job (in the order of the template used last). */
-  jobs: readonly SubmitJobSpec[];
   /** The jobs submit_batch sends, their inputs as physical names. */
   boincJobs: SubmitJob[];
   report: StageReport;
   distinctFiles: number;
+  /** Every file now linked to the batch: those staged and those the ledger knew. */
+  linked: string[];
 }
 
 export async function stageInputs(o: StageInputsOptions): Promise<StagedInputs> {
@@ -88,14 +80,12 @@ export async function stageInputs(o: StageInputsOptions): Promise<StagedInputs> 
     batchId: o.batchId,
     deleteTime: Math.floor(Date.now() / 1000) + o.leaseSeconds,
     reused: o.reused,
-    ...(o.reused ? {} : { early: o.early }),
+    linked: o.linked,
     log: o.log,
     signal: o.signal,
     ...(o.progress ? { onSettled: (n: number, b: number) => uploadProgress.add(n, b) } : {}),
   });
   const distinct = new Set<string>();
-  // The batch exists: files hashed from now on are queried with its id at once.
-  o.early.close();
   o.feed.connect((list) => {
     const out: StageFile[] = [];
     for (const [p, h] of list) {
@@ -111,22 +101,14 @@ export async function stageInputs(o: StageInputsOptions): Promise<StagedInputs> 
     stager.add(out);
   });
   let hashed: HashSourcesResult;
-  let jobs = o.jobs;
-  let toSubmit = o.toSubmit;
   try {
     hashed = await o.hashing;
-    const changed = await o.recheck();
-    if (changed) {
-      const still = new Set(toSubmit.map((j) => j.name));
-      jobs = changed;
-      toSubmit = changed.filter((j) => still.has(j.name));
-    }
   } catch (err) {
     await stopStaging(stager, uploadProgress, err);
     throw err;
   }
   // The jobs as BOINC gets them, built while the last files are staged.
-  const boincJobs: SubmitJob[] = toSubmit.map((job) => ({
+  const boincJobs: SubmitJob[] = o.toSubmit.map((job) => ({
     name: job.name,
     commandLine: commandLine(job),
     inputFiles: job.inputs.map((i) => physName(hashed.files.get(i.src)!.md5)),
@@ -136,7 +118,7 @@ export async function stageInputs(o: StageInputsOptions): Promise<StagedInputs> 
     throw err;
   });
   uploadProgress.finish();
-  return { hashed, jobs, boincJobs, report, distinctFiles: distinct.size };
+  return { hashed, boincJobs, report, distinctFiles: distinct.size, linked: [...new Set([...o.linked, ...distinct])] };
 }
 
 /** Starts no more staging work and waits for what is in flight. */

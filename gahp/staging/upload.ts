@@ -13,14 +13,15 @@
  *   are linked to a batch that is not yet complete (job_file.php's design; the page above
  *   also says what BOINC's delete_job_files script really checks).
  * - `query_files` WITH batch_id links present files; repeating it for a file already linked
- *   fails (`Duplicate entry`). It is sent once per name, and only for a batch we just created.
+ *   fails (`Duplicate entry`, a PHP fatal in the project's log). Several names in one call
+ *   only for a batch we just created; on a reused batch, none for the files the ledger
+ *   recorded as linked, and one name per call for the rest (docs/boinc-server.md, "Crash
+ *   recovery and the fatal it may cost").
  * - `upload_files` of a registered name fails; it is sent only for names a query reported
  *   absent, with batch_id and delete_time (the lease's end) so the uploaded files are linked
  *   and protected; a new row takes that delete_time as it is inserted (no update involved).
- *   For a new batch, that query may be the early probe's (early-probe.ts: query_files
- *   without batch_id for files hashed while the batch was created): files it found absent
- *   are uploaded without another query. One registered meanwhile by someone else makes the
- *   upload fail with `Duplicate entry`, which the recovery below turns into a link.
+ *   One registered meanwhile by someone else makes the upload fail with `Duplicate entry`,
+ *   which the recovery below turns into a link.
  * - Every upload_files request fits the project's PHP limits (max_file_uploads,
  *   post_max_size counting the multipart framing, upload_max_filesize); a file that cannot
  *   fit fails staging at once, naming the php.ini settings to raise.
@@ -44,7 +45,6 @@
 import PQueue from 'p-queue';
 import type { BoincRpc, UploadBodySize } from '../../boinc-rpc/types.js';
 import { formatPhpSize } from '../../boinc-rpc/upload-limits.js';
-import type { EarlyAnswers } from './early-probe.js';
 import { FileCalls, QUERY_CHUNK, StagingError, type StageFile, type StageReport } from './file-calls.js';
 
 export type { StageFile, StageReport };
@@ -59,6 +59,8 @@ export interface StageOptions {
    * linked to it, so no multi-name batch-linked query is sent.
    */
   reused: boolean;
+  /** Files known to be linked to the batch (the ledger's record): no call for them. */
+  linked: ReadonlySet<string>;
   uploadConcurrency: number;
   uploadBatchBytes: number;
   /** Most files per upload_files (the project's PHP max_file_uploads). */
@@ -75,12 +77,6 @@ export interface StageOptions {
   signal?: AbortSignal;
   /** Called with files (and their bytes) found on the server or uploaded, as that becomes known (progress display). */
   onSettled?: (files: number, bytes: number) => void;
-  /**
-   * For a new batch: what query_files without batch_id said of files hashed while the batch
-   * was created (early-probe.ts). Those found absent go straight to the upload groups; the
-   * others are queried with batch_id as usual.
-   */
-  early?: EarlyAnswers;
 }
 
 /**
@@ -209,29 +205,13 @@ export function createStager(opts: StageOptions): Stager {
     }));
   });
 
-  /** Files waiting for the early probe's answers: absent ones to the upload groups, the others queried together. */
-  let routing: Array<Promise<void>> = [];
-  async function route(files: readonly StageFile[], answers: ReadonlyArray<Promise<boolean | undefined>>): Promise<void> {
-    const absent = await Promise.all(answers);
-    if (failure) return;
-    try {
-      files.forEach((f, i) => {
-        if (absent[i] === true) groups.add(f);
-        else pending.push(f);
-      });
-    } catch (err) {
-      fail(err);
-    }
-    kick();
-  }
-
   function kick(): void {
     if (querying || pending.length === 0 || failure) return;
     querying = (async () => {
       while (pending.length > 0 && !failure) {
         const part = pending.splice(0, QUERY_CHUNK);
         try {
-          const toUpload = opts.reused ? await calls.recover(part, true) : await calls.firstQuery(part);
+          const toUpload = opts.reused ? await calls.recover(part) : await calls.firstQuery(part);
           for (const f of toUpload) groups.add(f);
         } catch (err) {
           fail(err);
@@ -245,30 +225,17 @@ export function createStager(opts: StageOptions): Stager {
 
   return {
     add(files) {
-      const asked: StageFile[] = [];
-      const answers: Array<Promise<boolean | undefined>> = [];
+      const linked: StageFile[] = [];
       for (const f of files) {
         if (seen.has(f.physName)) continue;
         seen.add(f.physName);
-        const early = opts.early?.answer(f.physName);
-        if (early) {
-          asked.push(f);
-          answers.push(early);
-        } else {
-          pending.push(f);
-        }
+        (opts.linked.has(f.physName) ? linked : pending).push(f);
       }
-      if (asked.length > 0) routing.push(route(asked, answers));
+      calls.linkedBefore(linked);
       kick();
     },
     async finish() {
-      // An answer may queue a file for a query, and a query may end after the last answer.
-      while (querying || routing.length > 0) {
-        const waiting = routing;
-        routing = [];
-        await Promise.all(waiting);
-        if (querying) await querying;
-      }
+      while (querying) await querying;
       groups.end();
       await Promise.all(running);
       if (failure) throw failure.err;

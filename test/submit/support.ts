@@ -78,9 +78,7 @@ export function expectOneCompleteBatch(server: ExtendedTestBoincServer, batch: s
 /**
  * Puts the files' hashes into the state directory's hash cache (as an earlier submit of
  * this GAHP would have), once they are old enough not to be racy: a submit then finds them
- * cached, so it does not ask about them before the batch exists (gahp/staging/early-probe.ts)
- * and its first file call is the batch-linked query_files. The GAHP reads the cache's new
- * lines at its next submit.
+ * cached (a warm submit). The GAHP reads the cache's new lines at its next submit.
  */
 export async function cacheHashes(stateDir: string, paths: readonly string[]): Promise<void> {
   await new Promise((r) => setTimeout(r, 60));
@@ -90,9 +88,4 @@ export async function cacheHashes(stateDir: string, paths: readonly string[]): P
   } finally {
     cache.close();
   }
-}
-
-/** query_files calls since `since` that carry no batch_id: the early probes of freshly hashed files. */
-export function probeCalls(server: ExtendedTestBoincServer, since = 0): number {
-  return server.rpcLog().slice(since).filter((e) => e.rpc === 'query_files' && !/<batch_id>/.test(e.raw)).length;
 }
