@@ -12,6 +12,7 @@
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import * as zlib from 'node:zlib';
 import { upperAscii } from '../../fixtures/apps.js';
 import { startTestServer } from '../../fixtures/test-server/index.js';
 import { Blahpd, stopBlahpFetcher, v2Arguments, type StatusOutcome } from '../support/blahpd.js';
@@ -293,4 +294,46 @@ describe('the npm package', () => {
       await server.close();
     }
   }, 150_000);
+
+  test('packaging/stage.mjs lays the tarball out as the .deb and the RPM install it: launcher, BLAHP scripts and man page', async () => {
+    const root = path.join(work, 'stage');
+    const staged = await run(process.execPath, [path.join(REPO_ROOT, 'packaging', 'stage.mjs'), tarball, root], { cwd: work, env, timeoutMs: 60_000 });
+    expect({ code: staged.code, stderr: staged.stderr }).toEqual({ code: 0, stderr: '' });
+    const lib = path.join(root, 'usr/lib/boinc-gahp');
+    const listed = (dir: string): string[] => fs.readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((p) => !fs.statSync(path.join(dir, p)).isDirectory());
+    const outsideLib = listed(root).filter((p) => !p.startsWith('usr/lib/boinc-gahp/')).sort();
+    expect(outsideLib).toEqual([
+      'usr/bin/boinc-gahp',
+      ...['cancel', 'hold', 'ping', 'resume', 'status', 'submit'].map((a) => `usr/libexec/blahp/boinc_${a}.sh`),
+      'usr/share/doc/boinc-gahp/README.md',
+      ...fs.readdirSync(path.join(REPO_ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `usr/share/doc/boinc-gahp/docs/${f}`),
+      'usr/share/man/man1/boinc-gahp.1.gz',
+    ]);
+    // The program's tree is the tarball's, without the documentation moved out of it.
+    expect(listed(lib).sort()).toEqual(files.map((f) => f.path).filter((p) => p !== 'README.md' && !p.startsWith('docs/')).sort());
+
+    expect(fs.statSync(path.join(root, 'usr/bin/boinc-gahp')).mode & 0o777).toBe(0o755);
+    expect(fs.readFileSync(path.join(root, 'usr/bin/boinc-gahp'), 'utf8')).toContain('\nexec /usr/bin/node /usr/lib/boinc-gahp/bin/boinc-gahp "$@"\n');
+    for (const action of ['submit', 'status', 'cancel', 'hold', 'resume', 'ping']) {
+      const script = path.join(root, `usr/libexec/blahp/boinc_${action}.sh`);
+      expect(fs.statSync(script).mode & 0o777).toBe(0o755);
+      const text = fs.readFileSync(script, 'utf8');
+      expect(text).toContain(`\nexec '/usr/bin/node' '/usr/lib/boinc-gahp/bin/boinc-gahp' blahp ${action} "$@" </dev/null\n`);
+      expect(text).not.toContain(work);
+    }
+
+    // The staged tree runs as it is (nothing left for npm to do), and the man page says what --help says.
+    const ran = await run(process.execPath, [path.join(lib, 'bin/boinc-gahp'), '--version'], { cwd: work, env, timeoutMs: 30_000 });
+    expect({ code: ran.code, stdout: ran.stdout.trim() }).toEqual({ code: 0, stdout: version });
+    const help = await run(process.execPath, [path.join(lib, 'bin/boinc-gahp'), '--help'], { cwd: work, env, timeoutMs: 30_000 });
+    expect(help.code).toBe(0);
+    const man = zlib.gunzipSync(fs.readFileSync(path.join(root, 'usr/share/man/man1/boinc-gahp.1.gz'))).toString('utf8');
+    expect(man).toMatch(new RegExp(`^\\.TH BOINC-GAHP 1 "" "boinc-gahp ${version.replace(/\./g, '\\.')}"`));
+    const longOptions = [...new Set(help.stdout.match(/--[a-z][a-z-]*/g))];
+    expect(longOptions).toEqual(expect.arrayContaining(['--version', '--state-dir', '--project-url']));
+    for (const option of longOptions) expect(man).toContain(option.replace(/-/g, '\\-'));
+    const commands = [...help.stdout.slice(help.stdout.indexOf('\nCommands:\n')).matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!);
+    expect(commands).toEqual(expect.arrayContaining(['ping', 'submit']));
+    for (const command of commands) expect(man).toMatch(new RegExp(`^\\.B ${command}\\b`, 'm'));
+  });
 });

@@ -1,0 +1,90 @@
+// The man page boinc-gahp(1), made from the text of `boinc-gahp --help` so the two cannot
+// drift apart: the usage line becomes SYNOPSIS, the first paragraph NAME, the paragraphs
+// before the first "Heading:" line DESCRIPTION, each "Heading:" block of "  term  text"
+// entries (commander's layout of Options: and Commands:) a section of tagged paragraphs,
+// and a later paragraph "Heading: text" a section of its own. Anything in another shape is
+// kept as a paragraph of text, so a change of the help never loses words here.
+
+/** Text made safe for roff: backslashes, and a leading dot or quote (a roff request). */
+function roff(text) {
+  return text.replace(/\\/g, '\\e').replace(/^([.'])/, '\\&$1');
+}
+
+/** An option or command name: hyphens as roff's minus, so they can be copied from the page. */
+function term(text) {
+  return roff(text).replace(/-/g, '\\-');
+}
+
+/** Splits lines into blocks: paragraphs (joined, wrapping undone) and "Heading:" sections of entries. */
+function blocks(lines) {
+  const out = [];
+  let paragraph = null;
+  let section = null;
+  for (const line of lines) {
+    const heading = /^([A-Z][A-Za-z ]*):$/.exec(line);
+    const entry = /^ {2}(\S.*?) {2,}(\S.*)$/.exec(line);
+    if (heading) {
+      section = { heading: heading[1], entries: [] };
+      out.push(section);
+      paragraph = null;
+    } else if (section && entry) {
+      section.entries.push({ term: entry[1], text: entry[2] });
+    } else if (section && /^ {4,}\S/.test(line) && section.entries.length > 0) {
+      section.entries[section.entries.length - 1].text += ` ${line.trim()}`;
+    } else if (line.trim() === '') {
+      paragraph = null;
+    } else {
+      section = null;
+      if (paragraph) paragraph.text += ` ${line.trim()}`;
+      else out.push((paragraph = { text: line.trim() }));
+    }
+  }
+  return out;
+}
+
+/**
+ * helpText: the output of `boinc-gahp --help`; where: the installed paths the page names.
+ * Returns the page in man(7) markup.
+ */
+export function helpToMan(helpText, where) {
+  const lines = helpText.replace(/\r/g, '').split('\n');
+  const usage = /^Usage: (\S+)\s*(.*)$/.exec(lines[0] ?? '');
+  if (!usage) throw new Error(`the help does not start with "Usage: ": ${JSON.stringify(lines[0])}`);
+  const parsed = blocks(lines.slice(1));
+  const first = parsed[0] && 'text' in parsed[0] ? parsed.shift().text : 'a GAHP server for BOINC';
+  const out = [
+    `.TH BOINC-GAHP 1 "" "boinc-gahp ${roff(where.version)}" "User Commands"`,
+    '.\\" Made from `boinc-gahp --help` by packaging/man-page.mjs; edit the help, not this page.',
+    '.SH NAME',
+    `boinc-gahp \\- ${roff(first.replace(/\.$/, ''))}`,
+    '.SH SYNOPSIS',
+    `.B ${term(usage[1])}`,
+    term(usage[2]),
+  ];
+  let heading = 'DESCRIPTION';
+  out.push(`.SH ${heading}`);
+  for (const block of parsed) {
+    if ('entries' in block) {
+      out.push(`.SH ${roff(block.heading.toUpperCase())}`);
+      heading = block.heading;
+      for (const e of block.entries) out.push('.TP', `.B ${term(e.term)}`, roff(e.text));
+      continue;
+    }
+    const titled = heading !== 'DESCRIPTION' ? /^([A-Z][A-Za-z ]{0,30}): (.*)$/.exec(block.text) : null;
+    if (titled) {
+      heading = titled[1];
+      out.push(`.SH ${roff(heading.toUpperCase())}`, roff(titled[2]));
+    } else {
+      if (heading !== 'DESCRIPTION' && heading !== 'NOTES') out.push(`.SH ${(heading = 'NOTES')}`);
+      out.push('.PP', roff(block.text));
+    }
+  }
+  out.push(
+    '.SH FILES',
+    '.TP', `.I ${roff(where.libDir)}`, 'the program, with the Node.js modules it runs on',
+    '.TP', `.I ${roff(where.blahpDir)}/boinc_*.sh`, 'BOINC as a BLAHP batch system (blahpd runs them); their settings are the boinc_* lines of /etc/blah.config',
+    '.SH SEE ALSO',
+    `${roff(where.docDir)}/README.md and ${roff(where.docDir)}/docs/ (docs/blahp.md: the BLAHP scripts).`,
+  );
+  return `${out.join('\n')}\n`;
+}
