@@ -103,6 +103,9 @@ export class Logger {
   private readonly redactors: Array<(text: string) => string> = [];
   private readonly threshold: number;
 
+  /** Whether the lines go to stderr (--debug): a warning for the user is then printed once, by the log. */
+  writesToStderr = false;
+
   constructor(private readonly sink: LogSink | null = null, level: LogLevel = 'debug') {
     this.threshold = LEVELS[level];
   }
@@ -121,7 +124,9 @@ export class Logger {
   static toStderr(level: LogLevel = 'debug'): Logger {
     // A closed stderr must not become an unhandled 'error' event (a crash).
     if (process.stderr.listenerCount('error') === 0) process.stderr.on('error', () => undefined);
-    return new Logger({ write: (line) => process.stderr.write(line) }, level);
+    const log = new Logger({ write: (line) => process.stderr.write(line) }, level);
+    log.writesToStderr = true;
+    return log;
   }
 
   get enabled(): boolean {

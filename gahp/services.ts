@@ -8,8 +8,12 @@ import type { Ledger } from './ledger/types.js';
 import type { ProgressSink } from './staging/progress.js';
 
 export interface GahpConfig {
-  /** Where the ledger and the hash cache live. */
-  stateDir: string;
+  /**
+   * Where the ledger and the hash cache live: the configured directory, or the fallback
+   * chosen at start-up; undefined when none could be used and they live in memory
+   * (gahp/state-dir.ts).
+   */
+  stateDir: string | undefined;
   /** Lease given to a new batch (expire_time = now + this), in seconds. */
   defaultLeaseSeconds: number;
   /** How many upload_files requests may run at once. */

@@ -12,7 +12,9 @@ import { JournalLedger } from '../ledger/journal-ledger.js';
 import { BoincClient } from '../../boinc-rpc/client.js';
 import { gahpBanner } from '../version.js';
 import { defaultStateDir } from './settings.js';
+import { chooseStateDir, type StateDirError } from '../state-dir.js';
 import type { GahpConfig, GahpServices } from '../services.js';
+import type { Ledger } from '../ledger/types.js';
 import type { Command } from '../protocol/commands.js';
 import type { ProgressSink } from '../staging/progress.js';
 import { redactBoincCredentials } from '../../boinc-rpc/redact.js';
@@ -44,7 +46,7 @@ export interface GahpRunOptions {
   progress?: ProgressSink;
 }
 
-export function defaultConfig(stateDir: string, overrides: Partial<GahpConfig> = {}): GahpConfig {
+export function defaultConfig(stateDir: string | undefined, overrides: Partial<GahpConfig> = {}): GahpConfig {
   return {
     stateDir,
     defaultLeaseSeconds: 6 * 3600,
@@ -67,7 +69,7 @@ export const DEFAULT_COMMAND_TIMEOUT_MS = 290_000;
 export function createServices(opts: GahpRunOptions): GahpServices {
   const log = opts.log ?? Logger.silent();
   log.addRedactor(redactBoincCredentials);
-  const stateDir = opts.stateDir ?? defaultStateDir();
+  const { stateDir, ledger } = openState(opts.stateDir ?? defaultStateDir(), log);
   const session = new ProjectSession((o) => new BoincClient(o), {
     timeoutMs: opts.rpcTimeoutMs,
     concurrency: opts.rpcConcurrency,
@@ -85,7 +87,33 @@ export function createServices(opts: GahpRunOptions): GahpServices {
     ...(opts.postMaxSize ? { postMaxSize: opts.postMaxSize } : {}),
     ...(opts.uploadMaxFilesize ? { uploadMaxFilesize: opts.uploadMaxFilesize } : {}),
   });
-  return { session, config, log, ledger: JournalLedger.open(stateDir), ...(opts.progress ? { progress: opts.progress } : {}) };
+  return { session, config, log, ledger, ...(opts.progress ? { progress: opts.progress } : {}) };
+}
+
+/**
+ * The state directory and the ledger in it, or their fallbacks (gahp/state-dir.ts): a GAHP
+ * never exits for its state directory, it says once what it uses instead and carries on.
+ */
+function openState(configured: string, log: Logger): { stateDir: string | undefined; ledger: Ledger } {
+  const warned = new Set<string>();
+  const warnOnce = (key: string, text: string) => {
+    if (warned.has(key)) return;
+    warned.add(key);
+    log.warn(text);
+    // The gridmanager copies our stderr to its log; with --debug the log is stderr already.
+    if (!log.writesToStderr) process.stderr.write(`boinc-gahp: warning: ${log.redact(text)}\n`);
+  };
+  const choice = chooseStateDir(configured);
+  if (choice.notice) warnOnce('start', choice.notice);
+  const onUnwritable = (err: StateDirError) =>
+    warnOnce('later', `${err.message}; from now on the record of submitted batches is kept in memory only, until this GAHP exits`);
+  if (choice.dir === undefined) return { stateDir: undefined, ledger: JournalLedger.inMemory() };
+  try {
+    return { stateDir: choice.dir, ledger: JournalLedger.open(choice.dir, { onUnwritable }) };
+  } catch (err) {
+    warnOnce('start', `the ledger in ${choice.dir} cannot be opened (${(err as Error).message}); the record of submitted batches is kept in memory until this GAHP exits`);
+    return { stateDir: choice.dir, ledger: JournalLedger.inMemory() };
+  }
 }
 
 export interface RunningGahp {

@@ -23,11 +23,19 @@
  * Compaction runs, asynchronously and between two group writes (no append in progress),
  * when the journal replayed at open has many more lines than batches, and when the journal
  * has grown past compactMinBytes and compactRatio times its size after the last compaction.
+ *
+ * When the state directory fails (disk full, read-only remount, removed: an error with an
+ * errno), the entries of that write are refused with a StateDirError naming the directory
+ * and the errno (the commands waiting for them fail with it), and from then on the ledger
+ * is kept in memory only, said once through onUnwritable: the GAHP keeps serving
+ * (docs/storage.md, "When the state directory cannot be used"). inMemory() is such a
+ * ledger from the start, for a GAHP that found no directory at all.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { writeAllSync } from '../state-files.js';
+import { StateDirError } from '../state-dir.js';
 import { compactJournal, JournalWriters } from './journal-compaction.js';
 import { JournalState, type JournalEntry } from './journal-state.js';
 import type { Ledger, LedgerBatch, LedgerBatchPatch, LedgerQueryBatch } from './types.js';
@@ -42,6 +50,8 @@ export interface JournalLedgerOptions {
    * window in which a writer registering must not lose its lines).
    */
   beforeCompactionRename?: () => Promise<void>;
+  /** Called once when a write fails for the directory's sake and the ledger goes to memory. */
+  onUnwritable?: (err: StateDirError) => void;
 }
 
 interface PendingAppend {
@@ -85,12 +95,16 @@ export class JournalLedger implements Ledger {
   private registration: Promise<void> | undefined;
   /** Compact at the next chance (the journal read at open was much longer than its content). */
   private compactSoon = false;
+  /** Entries are applied in memory and written nowhere (no usable directory, or it failed). */
+  private memoryOnly = false;
+  private readonly onUnwritable: ((err: StateDirError) => void) | undefined;
 
   private constructor(readonly file: string, writers: JournalWriters | undefined, opts: JournalLedgerOptions = {}) {
     this.writers = writers;
     this.compactMinBytes = opts.compactMinBytes ?? 64 * 1024 * 1024;
     this.compactRatio = opts.compactRatio ?? 4;
     this.beforeCompactionRename = opts.beforeCompactionRename;
+    this.onUnwritable = opts.onUnwritable;
   }
 
   /**
@@ -109,6 +123,13 @@ export class JournalLedger implements Ledger {
       ledger.compactSoon = true;
       ledger.kick();
     }
+    return ledger;
+  }
+
+  /** A ledger in memory only, written nowhere: it lasts until the process exits. */
+  static inMemory(): JournalLedger {
+    const ledger = new JournalLedger('', undefined);
+    ledger.memoryOnly = true;
     return ledger;
   }
 
@@ -156,7 +177,8 @@ export class JournalLedger implements Ledger {
     this.closeFile();
     if (this.registration) {
       await this.registration.catch(() => undefined);
-      await this.writers!.unregister();
+      // A directory gone read-only keeps our entry: an entry too many only skips a compaction.
+      await this.writers!.unregister().catch(() => undefined);
     }
   }
 
@@ -170,6 +192,8 @@ export class JournalLedger implements Ledger {
   }
 
   private append(line: string | Promise<string>): Promise<void> {
+    // (A query's line is computed, and its changes applied, even when it is written nowhere.)
+    if (this.memoryOnly) return Promise.resolve(line).then(() => undefined);
     if (!this.writers) return Promise.reject(new Error('the ledger is open read-only'));
     if (this.closed) return Promise.reject(new Error('the ledger is closed'));
     return new Promise<void>((resolve, reject) => {
@@ -204,12 +228,13 @@ export class JournalLedger implements Ledger {
         }
       }
       try {
-        if (texts.length > 0) await this.write(texts.join('\n') + '\n');
+        if (texts.length > 0 && !this.memoryOnly) await this.write(texts.join('\n') + '\n');
         for (const p of ok) p.resolve();
       } catch (err) {
-        for (const p of ok) p.reject(err as Error);
+        const failure = this.failure(err);
+        for (const p of ok) p.reject(failure);
       }
-      if (this.compactSoon || this.shouldCompact()) await this.compact();
+      if (!this.memoryOnly && (this.compactSoon || this.shouldCompact())) await this.compact();
     }
   }
 
@@ -229,6 +254,22 @@ export class JournalLedger implements Ledger {
     } finally {
       this.journalBytes += written;
     }
+  }
+
+  /**
+   * The error a failed write is reported with. A failure of the directory (an errno: ENOSPC,
+   * EROFS, EDQUOT, EIO, ENOENT...) becomes a StateDirError, and the ledger goes to memory
+   * for the rest of the process (said once); anything else (a lock held too long) stays as
+   * it is and the next write tries the file again.
+   */
+  private failure(err: unknown): Error {
+    if (typeof (err as NodeJS.ErrnoException)?.code !== 'string') return err as Error;
+    const failure = new StateDirError(path.dirname(this.file), err);
+    this.memoryOnly = true;
+    this.compactSoon = false;
+    this.closeFile();
+    this.onUnwritable?.(failure);
+    return failure;
   }
 
   /** The file to append to: registered first; reopened when another process replaced the file. */

@@ -99,9 +99,12 @@ export class HashCache {
   /**
    * Opens (creating) the cache in stateDir without stalling the event loop: the file is read
    * and parsed in slices, and compacted (if oversized) with asynchronous writes. Never
-   * rejects: a broken cache only costs rehashing.
+   * rejects: a broken cache only costs rehashing. Without a directory, in memory only.
    */
-  static async openAsync(stateDir: string, log?: (line: string) => void): Promise<HashCache> {
+  static async openAsync(stateDir: string | undefined, log?: (line: string) => void): Promise<HashCache> {
+    // No state directory (docs/storage.md, "When the state directory cannot be used"): a
+    // cache in memory, which lasts as long as the process.
+    if (stateDir === undefined) return new HashCache('');
     const cache = new HashCache(path.join(stateDir, HASH_CACHE_FILE));
     try {
       await fsp.mkdir(stateDir, { recursive: true, mode: 0o700 });
