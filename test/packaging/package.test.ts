@@ -75,14 +75,20 @@ interface Manifest {
   devDependencies: Record<string, string>;
 }
 
-/** The package names in package-lock.json that only dev dependencies need (npm marks them "dev"). */
+/**
+ * The package names in package-lock.json that only dev dependencies need: npm marks such an
+ * entry "dev"; a name with another entry (another version, elsewhere in the tree) that is
+ * not dev is needed at run time.
+ */
 function devOnlyPackages(): Set<string> {
   const lock = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
-  const names = new Set<string>();
+  const dev = new Set<string>();
+  const runtime = new Set<string>();
   for (const [where, entry] of Object.entries(lock.packages)) {
-    if (entry.dev) names.add(where.slice(where.lastIndexOf('node_modules/') + 'node_modules/'.length));
+    if (where === '') continue;
+    (entry.dev ? dev : runtime).add(where.slice(where.lastIndexOf('node_modules/') + 'node_modules/'.length));
   }
-  return names;
+  return new Set([...dev].filter((name) => !runtime.has(name)));
 }
 
 describe('the npm package', () => {
