@@ -17,6 +17,12 @@
  * timed-out query, and must then hear of every change since, reported or not. It sees its
  * min_mod_time and the server's server_time as they were, and every change at least once.
  *
+ * A job submitted again in a later batch (HTCondor's hold and release: the gridmanager
+ * aborts `<old batch>#16.0` and submits `<new batch>#16.0`) is no longer reported in its
+ * old batch: the gridmanager matches answers to its jobs by `cluster.proc` alone, so the
+ * aborted job's ERROR would put the new one on hold. The ledger knows which jobs are
+ * superseded, durably (docs/gahp-protocol.md, "Resubmitted jobs").
+ *
  * Big replies (100 batches of 1,000 jobs) are built with yields to the event loop, and
  * recorded in the ledger as one journal entry holding only the statuses that changed.
  * Each query also checks the ledger's leases: a live batch whose lease ends within the
@@ -135,15 +141,20 @@ export function serverMinModTime(minModTime: string): string {
   return String(Math.max(0, Math.floor(t) - 1));
 }
 
+/** Per batch name, its jobs submitted again in a later batch (not to be reported). */
+export type SupersededJobs = (batchName: string) => ReadonlySet<string> | undefined;
+
 /**
  * The result tokens, built with yields so a huge reply does not stall the protocol loop.
  * Jobs whose status is the one `known` (the answer whose token the client sent) reported for
- * them are left out. `reported` is what this answer reports, for the next query's `known`.
+ * them are left out, and so are superseded jobs. `reported` is what this answer reports, for
+ * the next query's `known`.
  */
 export async function buildQueryResult(
   reply: QueryBatch2Reply,
   batchNames: readonly string[],
   known?: ReportedJobs,
+  superseded?: SupersededJobs,
 ): Promise<{ tokens: string[]; ledger: LedgerQueryBatch[]; reported: Map<string, Map<string, string>>; reportedCount: number }> {
   const batchCount = batchNames.length;
   if (reply.batches.length !== batchCount) {
@@ -164,12 +175,14 @@ export async function buildQueryResult(
     const name = batchNames[k]!;
     const countAt = t++;
     const before = known?.get(name);
+    const gone = superseded?.(name);
     // A batch named twice in one query gets one map: both lists report the same jobs.
     let now = reported.get(name);
     if (!now) reported.set(name, (now = new Map<string, string>()));
     const pairs: Array<readonly [string, string]> = [];
     for (let i = 0; i < b.jobs.length; i++) {
       const job = b.jobs[i]!;
+      if (gone !== undefined && gone.has(job.name)) continue;
       const status = gridStatus(job.status);
       if (before !== undefined && before.get(job.name) === status) continue;
       now.set(job.name, status);
@@ -230,7 +243,8 @@ export function queryBatchesCommand(services: GahpServices): AsyncCommand<BoundR
       const reply = await rpc.queryBatch2(askFrom, req.batchNames, { signal: ctx.signal });
       const t1 = performance.now();
       const known = askFrom !== req.minModTime ? answers.reportedIn(accountKey, req.minModTime) : undefined;
-      const { tokens, ledger, reported, reportedCount } = await buildQueryResult(reply, req.batchNames, known);
+      const superseded: SupersededJobs = (name) => services.ledger.superseded(project.url, name);
+      const { tokens, ledger, reported, reportedCount } = await buildQueryResult(reply, req.batchNames, known, superseded);
       answers.remember(accountKey, reply.serverTime, reported, reportedCount);
       const t2 = performance.now();
       // Recorded in the background: the gridmanager need not wait for the ledger (its

@@ -144,6 +144,10 @@ export class JournalLedger implements Ledger {
     return this.state.get(projectUrl, batchName);
   }
 
+  superseded(projectUrl: string, batchName: string): ReadonlySet<string> | undefined {
+    return this.state.superseded(projectUrl, batchName);
+  }
+
   list(projectUrl?: string): LedgerBatch[] {
     return this.state.list(projectUrl);
   }

@@ -9,6 +9,15 @@
  * holds only the statuses that changed; view() is O(1) in the number of jobs (copy-on-write:
  * the job map handed out is copied only if the batch changes afterwards, and the `jobs`
  * object is built on first access).
+ *
+ * Resubmitted jobs: HTCondor's gridmanager matches status answers to its jobs by the
+ * `cluster.proc` after the last `#` of a job name alone, so after a hold and release has
+ * submitted `<batch2>#16.0`, an answer still carrying the aborted `<batch1>#16.0` would
+ * land on the new job. Every job whose name has the gridmanager's shape is indexed by its
+ * submitter (the batch name without its app and time) and `cluster.proc`; a job of a batch
+ * created earlier than another batch holding the same key is superseded
+ * (docs/storage.md, "Superseded jobs"). Derived from the batches' job maps, so it
+ * survives restarts and compaction like them.
  */
 import { yieldNow } from '../util.js';
 import type { LedgerBatch, LedgerBatchPatch, LedgerQueryBatch } from './types.js';
@@ -25,6 +34,8 @@ type BatchRecord = Omit<LedgerBatch, 'jobs'> & {
   jobs: Map<string, string>;
   /** The job map was handed out by view(): copy it before changing it. */
   jobsShared: boolean;
+  /** Jobs of this batch submitted again in a batch created later (not journalled: derived). */
+  superseded?: Set<string>;
 };
 
 /** Status-query work, and replayed lines, between two yields to the event loop. */
@@ -35,6 +46,8 @@ const key = (projectUrl: string, name: string) => `${projectUrl}\n${name}`;
 
 export class JournalState {
   private readonly batches = new Map<string, BatchRecord>();
+  /** `<submitter>#<cluster>.<proc>` -> the newest batch holding that job. */
+  private readonly newestByJob = new Map<string, BatchRecord>();
 
   get size(): number {
     return this.batches.size;
@@ -43,6 +56,12 @@ export class JournalState {
   get(projectUrl: string, batchName: string): LedgerBatch | undefined {
     const rec = this.batches.get(key(projectUrl, batchName));
     return rec && view(rec);
+  }
+
+  /** The jobs of a batch that were submitted again in a batch created later (undefined: none). */
+  superseded(projectUrl: string, batchName: string): ReadonlySet<string> | undefined {
+    const rec = this.batches.get(key(projectUrl, batchName));
+    return rec?.superseded;
   }
 
   list(projectUrl?: string): LedgerBatch[] {
@@ -103,10 +122,12 @@ export class JournalState {
         let map: Map<string, string> | undefined;
         for (; i < end; i++) {
           const [job, status] = jobs[i]!;
-          if (rec.jobs.get(job) === status) continue;
+          const before = rec.jobs.get(job);
+          if (before === status) continue;
           map ??= writableJobs(rec);
           map.set(job, status);
           changed[job] = status;
+          if (before === undefined) this.indexJobs(rec, [job]);
         }
         since += end - begin;
         if (since >= YIELD_EVERY) {
@@ -133,6 +154,7 @@ export class JournalState {
         rec.jobsShared = false;
         rec.createdAt = b.createdAt;
         rec.updatedAt = b.updatedAt;
+        this.indexJobs(rec, rec.jobs.keys());
         return;
       }
       case 'upsert': {
@@ -140,13 +162,13 @@ export class JournalState {
         const patch = entry.patch;
         copyFields(rec, patch);
         if (patch.physFiles) rec.physFiles = [...patch.physFiles];
-        if (patch.jobs) setJobs(rec, Object.entries(patch.jobs));
+        if (patch.jobs) this.setJobs(rec, Object.entries(patch.jobs));
         rec.updatedAt = entry.t;
         return;
       }
       case 'status': {
         const rec = this.record(entry.p, entry.n, entry.t);
-        setJobs(rec, Object.entries(entry.jobs));
+        this.setJobs(rec, Object.entries(entry.jobs));
         if (entry.st !== undefined) rec.lastServerTime = entry.st;
         rec.updatedAt = entry.t;
         return;
@@ -156,7 +178,7 @@ export class JournalState {
           const rec = this.batches.get(key(entry.p, name));
           if (!rec) continue;
           const entries = Object.entries(changed);
-          if (entries.length > 0) setJobs(rec, entries);
+          if (entries.length > 0) this.setJobs(rec, entries);
           rec.lastServerTime = entry.st;
           rec.updatedAt = entry.t;
         }
@@ -180,6 +202,41 @@ export class JournalState {
     }
   }
 
+  private setJobs(rec: BatchRecord, entries: Array<[string, string]>): void {
+    const jobs = writableJobs(rec);
+    let added: string[] | undefined;
+    for (const [job, status] of entries) {
+      if (!jobs.has(job)) (added ??= []).push(job);
+      jobs.set(job, status);
+    }
+    if (added) this.indexJobs(rec, added);
+  }
+
+  /**
+   * Indexes jobs new to a batch by submitter and cluster.proc; where another batch holds
+   * the same job, the one of the batch created earlier is marked superseded (on a tie, the
+   * batch indexed first: journal order).
+   */
+  private indexJobs(rec: BatchRecord, jobNames: Iterable<string>): void {
+    const submitter = submitterOf(rec.name);
+    if (submitter === undefined) return;
+    const prefix = rec.name + '#';
+    for (const job of jobNames) {
+      if (!job.startsWith(prefix)) continue;
+      const procId = job.slice(prefix.length);
+      if (!PROC_ID.test(procId)) continue;
+      const k = `${submitter}#${procId}`;
+      const newest = this.newestByJob.get(k);
+      if (newest === rec) continue;
+      if (newest === undefined || newest.createdAt <= rec.createdAt) {
+        if (newest) (newest.superseded ??= new Set()).add(`${newest.name}#${procId}`);
+        this.newestByJob.set(k, rec);
+      } else {
+        (rec.superseded ??= new Set()).add(job);
+      }
+    }
+  }
+
   private record(projectUrl: string, name: string, t: number): BatchRecord {
     const k = key(projectUrl, name);
     let rec = this.batches.get(k);
@@ -199,9 +256,19 @@ function writableJobs(rec: BatchRecord): Map<string, string> {
   return rec.jobs;
 }
 
-function setJobs(rec: BatchRecord, entries: Array<[string, string]>): void {
-  const jobs = writableJobs(rec);
-  for (const [job, status] of entries) jobs.set(job, status);
+/** A gridmanager job id after a batch name's `#`: `<cluster>.<proc>`. */
+const PROC_ID = /^\d+\.\d+$/;
+
+/**
+ * The submitter part of a gridmanager batch name `condor#<schedd>#<app>#<unix time>`:
+ * everything before `#<app>#<time>`; undefined for names of another shape (the CLI's,
+ * the BLAHP's), whose jobs are never superseded.
+ */
+export function submitterOf(batchName: string): string | undefined {
+  const t = batchName.lastIndexOf('#');
+  if (t < 0 || !/^\d+$/.test(batchName.slice(t + 1))) return undefined;
+  const a = batchName.lastIndexOf('#', t - 1);
+  return a > 0 ? batchName.slice(0, a) : undefined;
 }
 
 /** A snapshot of a record: metadata copied now, `jobs` built from the job map on first access. */

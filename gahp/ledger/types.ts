@@ -47,6 +47,11 @@ export interface Ledger {
    * batches: `jobs` is built on first access.
    */
   get(projectUrl: string, batchName: string): LedgerBatch | undefined;
+  /**
+   * The jobs of a batch submitted again (same submitter and cluster.proc) in a batch the
+   * ledger recorded later; undefined when there are none (docs/storage.md, "Superseded jobs").
+   */
+  superseded(projectUrl: string, batchName: string): ReadonlySet<string> | undefined;
   /** All batches, optionally of one project, most recently updated first. */
   list(projectUrl?: string): LedgerBatch[];
   /** Creates or updates a batch record; durable when the promise resolves. */

@@ -18,7 +18,9 @@ function vmHwmMb(pid: number): number {
 describe('BOINC_QUERY_BATCHES, 100 batches x 1,000 jobs', () => {
   let env: Env;
   const batches = Array.from({ length: NBATCHES }, () => batchName('uppercase'));
-  const jobsOf = (b: string) => Array.from({ length: NJOBS }, (_, k) => jobName(b, 5000, k));
+  // One cluster per batch, as the gridmanager's batches have: the same cluster.proc in a
+  // later batch would be a resubmission, which supersedes the earlier job.
+  const jobsOf = (b: string) => Array.from({ length: NJOBS }, (_, k) => jobName(b, 5000 + batches.indexOf(b), k));
 
   beforeAll(async () => {
     env = await startEnv();

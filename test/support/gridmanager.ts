@@ -24,7 +24,10 @@
  * - BoincResource's status logic: full and partial queries, m_lastQueryTime kept on
  *   failure, `no batch named ` parsed out of errors, a batch that may have been
  *   submitted but is empty or missing is submitted again; the job ids are parsed out of
- *   job names after the last `#`.
+ *   job names after the last `#` and looked up in BaseJob::JobsByProcId, which holds
+ *   every job of the gridmanager whatever its batch or resource: an answer for
+ *   `<any batch>#16.0` lands on whichever job is 16.0 now (a job held and released is a
+ *   new job object in a new batch; the held one left its batch, UnregisterJob).
  *
  * Where the real gridmanager would EXCEPT (abort), this emulation throws GridmanagerAbort
  * and records it in `aborts`: a test fails on it.
@@ -471,6 +474,12 @@ export interface GridJob {
   vars?: Partial<Record<'rsc_fpops_est' | 'rsc_fpops_bound' | 'rsc_memory_bound' | 'rsc_disk_bound' | 'delay_bound' | 'app_version_num', string>>;
   /** GridJobStatus as last reported. */
   remoteState: string;
+  /**
+   * Every status NewBoincState() gave this job object, in order: an ERROR among them puts
+   * a submitted job on hold when it is next evaluated, even if a later answer in the same
+   * pass says otherwise.
+   */
+  statuses?: string[];
   remoteBatchName?: string;
 }
 
@@ -612,6 +621,11 @@ export interface BoincBatch {
 
 export const DEFAULT_LEASE_DURATION = 6 * 60 * 60;
 
+/** BaseJob::JobsByProcId: `cluster.proc` -> the gridmanager's job, over all its resources. */
+export type JobsByProcId = Map<string, GridJob>;
+
+const procIdOf = (cluster: number, proc: number) => `${cluster}.${proc}`;
+
 export class BoincResourceEmu {
   readonly batches: BoincBatch[] = [];
   lastQueryTime = '0';
@@ -619,7 +633,35 @@ export class BoincResourceEmu {
   /** Every status pass's queries: min_mod_time sent, batches asked, outcome. */
   readonly queries: Array<{ minModTime: string; names: string[]; outcome: QueryOutcome }> = [];
 
-  constructor(readonly gm: GridmanagerGahp, readonly ref: ResourceRef, readonly scheddName = 'schedd@submit.example.org') {}
+  constructor(
+    readonly gm: GridmanagerGahp,
+    readonly ref: ResourceRef,
+    readonly scheddName = 'schedd@submit.example.org',
+    /** Shared by the resources of one gridmanager (by default this resource's own). */
+    readonly jobsByProcId: JobsByProcId = new Map(),
+  ) {}
+
+  /** BaseJob's constructor: the job object registers under its cluster.proc. */
+  private register(job: GridJob): void {
+    this.jobsByProcId.set(procIdOf(job.cluster, job.proc), job);
+  }
+
+  /**
+   * The job object is deleted (held, removed, done): UnregisterJob() takes it out of its
+   * batch, and a batch left empty is deleted; JobsByProcId forgets it.
+   */
+  unregister(job: GridJob): void {
+    const id = procIdOf(job.cluster, job.proc);
+    if (this.jobsByProcId.get(id) === job) this.jobsByProcId.delete(id);
+    for (let i = 0; i < this.batches.length; i++) {
+      const b = this.batches[i]!;
+      const at = b.jobs.indexOf(job);
+      if (at < 0) continue;
+      b.jobs.splice(at, 1);
+      if (b.jobs.length === 0) this.batches.splice(i, 1);
+      break;
+    }
+  }
 
   /** JoinBatch() for a new job (no batch name yet): the batch of its app not yet submitted. */
   joinNew(job: GridJob, now = Math.floor(Date.now() / 1000)): BoincBatch {
@@ -632,6 +674,7 @@ export class BoincResourceEmu {
     batch.needFullQuery = true;
     this.needFullQuery = true;
     job.remoteBatchName = batch.name;
+    this.register(job);
     return batch;
   }
 
@@ -646,6 +689,7 @@ export class BoincResourceEmu {
     if (batch.status === 'Unsubmitted') batch.status = 'MaybeSubmitted';
     if (batch.status === 'MaybeSubmitted' && job.remoteState !== '') batch.status = 'Submitted';
     batch.jobs.push(job);
+    this.register(job);
     batch.needFullQuery = true;
     this.needFullQuery = true;
     return batch;
@@ -726,17 +770,19 @@ export class BoincResourceEmu {
           const m = /^\s*([+-]?\d+)\.([+-]?\d+)/.exec(jobName.slice(hash + 1));
           if (!m) continue; // "Failed to parse job id"
           const job = this.findJob(Number(m[1]), Number(m[2]));
-          if (job) job.remoteState = status;
+          if (job) {
+            job.remoteState = status;
+            (job.statuses ??= []).push(status);
+          }
         }
       }
       return 'done';
     }
   }
 
-  /** BaseJob::JobsByProcId, over this resource's jobs. */
+  /** BaseJob::JobsByProcId.find(): by cluster.proc alone, whatever batch the answer was for. */
   findJob(cluster: number, proc: number): GridJob | undefined {
-    for (const b of this.batches) for (const j of b.jobs) if (j.cluster === cluster && j.proc === proc) return j;
-    return undefined;
+    return this.jobsByProcId.get(procIdOf(cluster, proc));
   }
 }
 
