@@ -35,6 +35,7 @@ export function defaultEntry(): string {
   }
 }
 
+/** One script's text; packaging/stage.mjs calls it too, for the scripts the RPM and the .deb ship. */
 export function scriptText(action: string, node: string, entry: string): string {
   const exports = BLAH_CONFIG_KEYS.map(([key, env]) => `if [ -n "\${${key}:-}" ]; then ${env}=$${key}; export ${env}; fi`).join('\n');
   return `#!/bin/bash
