@@ -113,3 +113,32 @@ export function loggerOf(cfg: BlahpConfig): Logger {
     return Logger.silent();
   }
 }
+
+/**
+ * Where blahpd reads blah.config: $BLAHPD_CONFIG_LOCATION, else
+ * $BLAHPD_LOCATION/etc/blah.config, else /etc/blah.config.
+ */
+export function blahConfigLocation(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.BLAHPD_CONFIG_LOCATION) return env.BLAHPD_CONFIG_LOCATION;
+  if (env.BLAHPD_LOCATION) return `${env.BLAHPD_LOCATION.replace(/\/+$/, '')}/etc/blah.config`;
+  return '/etc/blah.config';
+}
+
+/**
+ * blah.config's `key=value` lines (a bash file that blah_load_config.sh sources): values
+ * unquoted, comments and other lines skipped. Read as text, never run: a value that needs
+ * the shell to mean something (`$x`, `$(...)`) is kept as written.
+ */
+export function parseBlahConfig(text: string): Map<string, string> {
+  const values = new Map<string, string>();
+  for (const raw of text.split(/\r?\n/)) {
+    const m = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(raw);
+    if (!m) continue;
+    let value = m[2]!.trim();
+    const quoted = /^"([^"]*)"|^'([^']*)'/.exec(value);
+    if (quoted) value = quoted[1] ?? quoted[2] ?? '';
+    else value = value.replace(/\s+#.*$/, '');
+    values.set(m[1]!, value);
+  }
+  return values;
+}

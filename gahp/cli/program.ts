@@ -94,6 +94,17 @@ export async function runCommandLine(
     });
 
   program
+    .command('doctor')
+    .description('check the whole set-up (host, project, apps, uploads, HTCondor, BLAHP), one line per check with the fix for each problem')
+    .option('--app <name...>', 'check these apps (default: those the account may submit to)')
+    .option('--blahp <libexec dir>', "check the BLAHP scripts there (default: blahp's libexec when present)")
+    .option('--json', 'the checks as JSON objects')
+    .action(async (o: { app?: string[]; blahp?: string; json?: boolean }, cmd: Command) => {
+      const { doctorCmd } = await import('./doctor/index.js');
+      code = await doctorCmd(globals(cmd), o);
+    });
+
+  program
     .command('status')
     .description('batches this machine submitted, from the ledger in the state directory: lease expiry, job counts per status')
     .option('--json', 'machine-readable output')

@@ -1,0 +1,49 @@
+/**
+ * Check family 3, the apps (--app, else those the account may submit to): get_templates
+ * works, and what a submit file must name: its transfer_input_files base names are the
+ * input template's open_names (the GAHP puts them in template order), its
+ * transfer_output_files the output template's open_names.
+ */
+import { BoincRpcError } from '../../../boinc-rpc/errors.js';
+import type { AppTemplates } from '../../../boinc-rpc/types.js';
+import type { DoctorContext, ProjectFindings } from './context.js';
+import { clientFor } from './project.js';
+import type { Report } from './report.js';
+
+const list = (names: string[]) => (names.length ? names.join(', ') : '(none)');
+
+export function describeTemplates(t: AppTemplates): string {
+  return `transfer_input_files = ${list(t.inputOpenNames)}; transfer_output_files = ${list(t.outputOpenNames)}`;
+}
+
+export async function checkApps(ctx: DoctorContext, report: Report, url: URL, findings: ProjectFindings): Promise<void> {
+  if (!findings.accountAccepted || !findings.authenticator) return;
+  const apps = ctx.apps.length ? ctx.apps : [...findings.submitApps.keys()];
+  if (apps.length === 0) return;
+  const client = clientFor(ctx, url, findings.authenticator);
+  try {
+    for (const app of apps) {
+      const what = `app ${app}`;
+      let t = findings.submitApps.get(app);
+      if (!t) {
+        try {
+          t = await client.getTemplates({ appName: app });
+        } catch (err) {
+          const msg = err instanceof BoincRpcError ? err.serverMessage : (err as Error).message;
+          if (/^app not found/.test(msg)) {
+            const known = findings.projectApps ? ` (the project's apps: ${list(findings.projectApps)})` : '';
+            report.fail('apps', what, `get_templates: ${msg}`, `check the app's name in your submit file (batch_queue, or the executable's name)${known}`);
+          } else if (msg === 'no submit access' || msg === 'no file access') {
+            report.fail('apps', what, `get_templates: ${msg}`, `ask the project's administrators to give this account submit access to ${app}`);
+          } else {
+            report.fail('apps', what, `get_templates failed: ${msg}`, `ask the project's administrators to check ${app}'s templates (templates/${app}_in and ${app}_out)`);
+          }
+          continue;
+        }
+      }
+      report.ok('apps', what, `get_templates works; a submit file uses ${describeTemplates(t)}`);
+    }
+  } finally {
+    client.close();
+  }
+}

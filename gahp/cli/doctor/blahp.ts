@@ -1,0 +1,126 @@
+/**
+ * Check family 6, the BLAHP route (`grid_resource = batch boinc`), with --blahp <libexec
+ * dir> or blahp's default libexec when it exists: the boinc_*.sh scripts `boinc-gahp blahp
+ * install` writes are there, executable and run this installation's node and program; and
+ * blah.config has boinc in supported_lrms and the boinc_project_url /
+ * boinc_authenticator_file keys (whose project then goes through checks 1-4: index.ts).
+ * Everything is read as text; nothing is run.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { blahConfigLocation, parseBlahConfig } from '../../blahp/config.js';
+import { defaultEntry, MARKER, scriptText, SCRIPT_ACTIONS } from '../../blahp/install.js';
+import type { DoctorTarget } from './context.js';
+import type { Report } from './report.js';
+
+/** Where HTCondor's blahp packages put their scripts. */
+const DEFAULT_LIBEXEC = '/usr/libexec/blahp';
+
+export interface BlahpSetup {
+  libexec: string;
+  configFile: string;
+  /** blah.config's values, or the reason it could not be read. */
+  config: Map<string, string> | { error: string };
+}
+
+/** The BLAHP set-up to check, or undefined when there is none (no --blahp, no default libexec). */
+export function findBlahp(env: NodeJS.ProcessEnv, given: string | undefined): BlahpSetup | undefined {
+  const configFile = blahConfigLocation(env);
+  let config: BlahpSetup['config'];
+  try {
+    config = parseBlahConfig(fs.readFileSync(configFile, 'utf8'));
+  } catch (err) {
+    config = { error: (err as NodeJS.ErrnoException).code ?? (err as Error).message };
+  }
+  let libexec = given;
+  if (!libexec) {
+    const fromConfig = config instanceof Map ? config.get('blah_libexec_directory') : undefined;
+    const candidate = env.BLAHPD_LOCATION ? path.join(env.BLAHPD_LOCATION, 'libexec') : fromConfig || DEFAULT_LIBEXEC;
+    if (!fs.existsSync(candidate)) return undefined;
+    libexec = candidate;
+  }
+  return { libexec: path.resolve(libexec), configFile, config };
+}
+
+const supportedLrms = (s: BlahpSetup) => (s.config instanceof Map ? (s.config.get('supported_lrms') ?? '').split(/[\s,]+/).filter(Boolean) : []);
+
+/** The BLAHP route is configured: our submit script is installed, or blah.config lists boinc. */
+export function blahpRouteConfigured(s: BlahpSetup | undefined): boolean {
+  if (!s) return false;
+  return fs.existsSync(path.join(s.libexec, 'boinc_submit.sh')) || supportedLrms(s).includes('boinc');
+}
+
+/** `exec 'node' 'entry' blahp ...` of a script, unquoted. */
+function execLine(text: string): { node: string; entry: string } | undefined {
+  const m = /^exec ('(?:[^']|'\\'')*') ('(?:[^']|'\\'')*') blahp /m.exec(text);
+  const unquote = (q: string) => q.slice(1, -1).replace(/'\\''/g, "'");
+  return m ? { node: unquote(m[1]!), entry: unquote(m[2]!) } : undefined;
+}
+
+export function checkBlahpScripts(report: Report, s: BlahpSetup): void {
+  const node = process.execPath;
+  const entry = defaultEntry();
+  const install = `boinc-gahp blahp install ${s.libexec}`;
+  const missing: string[] = [];
+  const foreign: string[] = [];
+  const notExecutable: string[] = [];
+  const stale: string[] = [];
+  for (const action of SCRIPT_ACTIONS) {
+    const name = `boinc_${action}.sh`;
+    const file = path.join(s.libexec, name);
+    let text: string;
+    let mode: number;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+      mode = fs.statSync(file).mode;
+    } catch {
+      missing.push(name);
+      continue;
+    }
+    if (!text.includes(MARKER)) foreign.push(name);
+    else if (text !== scriptText(action, node, entry)) {
+      const runs = execLine(text);
+      stale.push(runs ? `${name} runs ${runs.node} ${runs.entry}` : `${name} differs`);
+    }
+    if ((mode & 0o111) === 0) notExecutable.push(name);
+  }
+  const what = `blahp scripts in ${s.libexec}`;
+  if (missing.length) report.fail('blahp', what, `${missing.join(', ')} missing`, `run ${install}`);
+  if (foreign.length) report.fail('blahp', what, `${foreign.join(', ')} not written by boinc-gahp`, `run ${install} --force (it replaces them)`);
+  if (stale.length) report.fail('blahp', what, `${stale.join('; ')}: not this installation's ${node} ${entry}`, `run ${install} again from this installation`);
+  if (notExecutable.length) report.fail('blahp', what, `${notExecutable.join(', ')} not executable`, `chmod 755 ${notExecutable.map((n) => path.join(s.libexec, n)).join(' ')}`);
+  if (!missing.length && !foreign.length && !stale.length && !notExecutable.length) {
+    report.ok('blahp', what, `${SCRIPT_ACTIONS.map((a) => `boinc_${a}.sh`).join(', ')} installed, executable, run ${node} ${entry}`);
+  }
+}
+
+/** blah.config's keys; returns its project for checks 1-4 when both keys are there. */
+export function checkBlahConfig(report: Report, s: BlahpSetup): DoctorTarget | undefined {
+  const what = `blah.config ${s.configFile}`;
+  if (!(s.config instanceof Map)) {
+    report.fail('blahp', what, `cannot be read (${s.config.error})`,
+      `create ${s.configFile} with supported_lrms=boinc, boinc_project_url and boinc_authenticator_file (BLAHPD_CONFIG_LOCATION names another file)`);
+    return undefined;
+  }
+  const lrms = supportedLrms(s);
+  if (!lrms.includes('boinc')) {
+    report.fail('blahp', what, `supported_lrms is ${lrms.length ? lrms.join(',') : 'not set'}: no boinc`,
+      `add boinc to supported_lrms in ${s.configFile} (e.g. supported_lrms=${[...lrms, 'boinc'].join(',')}), then restart blahpd (condor_restart)`);
+  }
+  const url = s.config.get('boinc_project_url');
+  const auth = s.config.get('boinc_authenticator_file');
+  const absent = [url ? '' : 'boinc_project_url', auth ? '' : 'boinc_authenticator_file'].filter(Boolean);
+  if (absent.length) {
+    report.fail('blahp', what, `${absent.join(' and ')} not set`, `add ${absent.map((k) => `${k}=<${k === 'boinc_project_url' ? 'project master URL' : 'file holding the authenticator'}>`).join(' and ')} to ${s.configFile}`);
+  } else if (lrms.includes('boinc')) {
+    report.ok('blahp', what, `supported_lrms has boinc; boinc_project_url=${url}; boinc_authenticator_file=${auth}`);
+  }
+  if (!url && !auth) return undefined;
+  return {
+    ...(url ? { url } : {}),
+    ...(auth ? { authenticatorFile: auth } : {}),
+    urlSetting: `boinc_project_url in ${s.configFile}`,
+    authSetting: `boinc_authenticator_file in ${s.configFile}`,
+    ...(s.config.get('boinc_state_dir') ? { stateDir: s.config.get('boinc_state_dir') } : {}),
+  };
+}

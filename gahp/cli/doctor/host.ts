@@ -1,0 +1,136 @@
+/**
+ * Check family 1, the host: node's version, the state directory, the authenticator file
+ * (and, in network.ts, the proxy and trust sources). Read-only: nothing is created, and the
+ * authenticator is read but never printed.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { defaultStateDir } from '../settings.js';
+import type { DoctorContext, DoctorTarget } from './context.js';
+import { reason, type Report } from './report.js';
+
+const MIN_NODE_MAJOR = 20;
+/** Below this much free space a submit may fail to write its ledger (ledger and hash cache are small). */
+const LOW_FREE_BYTES = 100 * 1024 * 1024;
+
+export function checkNodeVersion(report: Report): void {
+  const major = Number(process.versions.node.split('.')[0]);
+  const what = 'node version';
+  if (major >= MIN_NODE_MAJOR) report.ok('host', what, `${process.version} (${process.execPath})`);
+  else report.fail('host', what, `${process.version} (${process.execPath}); boinc-gahp needs ${MIN_NODE_MAJOR} or later`, `install Node.js ${MIN_NODE_MAJOR} or later and run boinc-gahp with it`);
+}
+
+/** The nearest existing path at or above `p`, and the first missing component below it. */
+function nearestExisting(p: string): { existing: string; stat: fs.Stats } | { error: NodeJS.ErrnoException; at: string } {
+  let at = p;
+  for (;;) {
+    try {
+      return { existing: at, stat: fs.statSync(at) };
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      // ENOTDIR: a component above is a file; the walk up finds it.
+      if (e.code !== 'ENOENT' && e.code !== 'ENOTDIR') return { error: e, at };
+      const up = path.dirname(at);
+      if (up === at) return { error: e, at };
+      at = up;
+    }
+  }
+}
+
+function freeSpace(dir: string): string {
+  try {
+    const s = fs.statfsSync(dir);
+    return `${(Number(s.bavail) * Number(s.bsize) / 2 ** 30).toFixed(1)} GiB free`;
+  } catch {
+    return 'free space unknown';
+  }
+}
+
+function freeBytes(dir: string): number {
+  try {
+    const s = fs.statfsSync(dir);
+    return Number(s.bavail) * Number(s.bsize);
+  } catch {
+    return Infinity;
+  }
+}
+
+/**
+ * The configured state directory: its problem is reported as it is (a FAIL with the fix)
+ * whatever fallback the GAHP may use, since a fallback loses the ledger between runs.
+ */
+export function checkStateDir(ctx: DoctorContext, report: Report, target: DoctorTarget): void {
+  const given = target.stateDir ?? ctx.g.stateDir;
+  const dir = path.resolve(given ?? defaultStateDir());
+  const source = target.stateDir !== undefined ? 'boinc_state_dir' : given !== undefined ? '--state-dir / BOINC_GAHP_STATE_DIR' : 'the default ($XDG_STATE_HOME/boinc-gahp)';
+  const what = `state directory ${dir}`;
+  const setting = target.stateDir !== undefined ? target.authSetting.replace('boinc_authenticator_file', 'boinc_state_dir') : '--state-dir (or BOINC_GAHP_STATE_DIR)';
+  const fix = `give ${setting} a directory this user can create or write, e.g. ~/.local/state/boinc-gahp`;
+  const near = nearestExisting(dir);
+  if ('error' in near) {
+    report.fail('host', what, `cannot be used: ${near.at}: ${near.error.code ?? near.error.message} (from ${source})`, fix);
+    return;
+  }
+  const { existing, stat } = near;
+  if (!stat.isDirectory()) {
+    const found = existing === dir ? 'is not a directory' : `cannot be created: ${existing} is a file, not a directory`;
+    report.fail('host', what, `${found} (from ${source})`, fix);
+    return;
+  }
+  try {
+    fs.accessSync(existing, fs.constants.W_OK | fs.constants.X_OK);
+  } catch {
+    const found = existing === dir ? 'is not writable by this user' : `does not exist and cannot be created: ${existing} is not writable by this user`;
+    report.fail('host', what, `${found} (from ${source})`, fix);
+    return;
+  }
+  const state = existing === dir ? 'exists and is writable' : `does not exist yet, will be created in ${existing}`;
+  const free = freeBytes(existing);
+  if (free < LOW_FREE_BYTES) {
+    report.warn('host', what, `${state}; only ${freeSpace(existing)} (from ${source})`, `free space on that file system or give --state-dir a directory on another one`);
+  } else {
+    report.ok('host', what, `${state}; ${freeSpace(existing)} (from ${source})`);
+  }
+}
+
+/**
+ * The authenticator file: there, readable, one line, not readable by other users.
+ * Returns the authenticator when it could be read (kept in memory, never printed).
+ */
+export function checkAuthenticatorFile(report: Report, target: DoctorTarget): string | undefined {
+  const file = target.authenticatorFile ? path.resolve(target.authenticatorFile) : undefined;
+  if (!file) {
+    report.fail('host', 'authenticator file', 'none given', `give ${target.authSetting} the file holding the account's authenticator`);
+    return undefined;
+  }
+  const what = `authenticator file ${file}`;
+  let text: string;
+  let mode: number;
+  try {
+    mode = fs.statSync(file).mode;
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const fix = code === 'ENOENT'
+      ? `write the account's authenticator (the project web site's account keys page) into ${file} as one line, then chmod 600 ${file}`
+      : `make ${file} readable by the user running boinc-gahp (and by no one else): chown that user ${file}; chmod 600 ${file}`;
+    report.fail('host', what, `cannot be read: ${reason(err)}`, fix);
+    return undefined;
+  }
+  const lines = text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0);
+  if (lines.length === 0) {
+    report.fail('host', what, 'is empty', `write the account's authenticator into ${file} as one line`);
+    return undefined;
+  }
+  const shape = lines.length === 1 ? 'one line' : `${lines.length} lines (the first is used)`;
+  const perms = (mode & 0o777).toString(8).padStart(4, '0');
+  if ((mode & 0o044) !== 0) {
+    const who = [(mode & 0o040) !== 0 ? 'group' : '', (mode & 0o004) !== 0 ? 'other users' : ''].filter(Boolean).join(' and ');
+    report.warn('host', what, `${shape}, mode ${perms}: readable by ${who}, who could submit as this account`, `chmod 600 ${file}`);
+  } else if (lines.length > 1) {
+    report.warn('host', what, `${shape}, mode ${perms}`, `keep only the authenticator in ${file}, on one line`);
+  } else {
+    report.ok('host', what, `${shape}, mode ${perms}`);
+  }
+  return lines[0];
+}

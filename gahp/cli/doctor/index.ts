@@ -1,0 +1,80 @@
+/**
+ * `boinc-gahp doctor [--app <name>...] [--blahp <libexec dir>] [--json]`: checks a whole
+ * set-up, in order, one line per check (report.ts): the host, the project, its apps,
+ * uploads, HTCondor, the BLAHP route. Exit 0 when nothing failed, 1 otherwise.
+ * Read-only on the host (one temporary file for the upload check, removed); on the project
+ * one small file is left (uploads.ts). The authenticator is read, used, never printed.
+ */
+import { EXIT_FAILED, EXIT_OK, type GlobalOptions } from '../options.js';
+import { checkApps } from './apps.js';
+import { blahpRouteConfigured, checkBlahConfig, checkBlahpScripts, findBlahp } from './blahp.js';
+import { checkHtcondor } from './condor.js';
+import type { DoctorContext, DoctorTarget } from './context.js';
+import { checkAuthenticatorFile, checkNodeVersion, checkStateDir } from './host.js';
+import { checkNetwork } from './network.js';
+import { checkBoincProject, checkReachable, projectUrl } from './project.js';
+import { Report } from './report.js';
+import { checkLiveUpload, checkUploadLimits } from './uploads.js';
+
+export interface DoctorOptions {
+  app?: string[];
+  blahp?: string;
+  json?: boolean;
+}
+
+/** Default time for one probe or RPC: a doctor should not hang for a minute on a dead host. */
+const DEFAULT_TIMEOUT_S = 15;
+
+function silentUrl(text: string | undefined): URL | undefined {
+  try {
+    return text ? new URL(text) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Checks 1-4 for one project: the host's state dir, authenticator and network, then the project, its apps, uploads. */
+async function projectRound(ctx: DoctorContext, report: Report, target: DoctorTarget): Promise<void> {
+  checkStateDir(ctx, report, target);
+  const authenticator = checkAuthenticatorFile(report, target);
+  const net = checkNetwork(ctx, report, silentUrl(target.url));
+  const url = projectUrl(report, target);
+  if (!url) return;
+  if (!(await checkReachable(ctx, report, url, net))) return;
+  const findings = await checkBoincProject(ctx, report, url, net, authenticator, target.authenticatorFile ?? 'the authenticator file');
+  await checkApps(ctx, report, url, findings);
+  checkUploadLimits(ctx, report);
+  await checkLiveUpload(ctx, report, url, findings);
+}
+
+const sameTarget = (a: DoctorTarget, b: DoctorTarget) =>
+  silentUrl(a.url)?.href.replace(/\/?$/, '/') === silentUrl(b.url)?.href.replace(/\/?$/, '/') && a.authenticatorFile === b.authenticatorFile && (a.stateDir === undefined || a.stateDir === b.stateDir);
+
+export async function doctorCmd(g: GlobalOptions, o: DoctorOptions): Promise<number> {
+  const report = new Report(o.json ? undefined : (line) => process.stdout.write(line + '\n'));
+  const ctx: DoctorContext = { g, report, apps: o.app ?? [], timeoutMs: (g.rpcTimeout ?? DEFAULT_TIMEOUT_S) * 1000, env: process.env };
+  const blahp = findBlahp(ctx.env, o.blahp);
+  const options: DoctorTarget = {
+    ...(g.projectUrl ? { url: g.projectUrl } : {}),
+    ...(g.authenticatorFile ? { authenticatorFile: g.authenticatorFile } : {}),
+    urlSetting: '--project-url (or BOINC_GAHP_PROJECT_URL)',
+    authSetting: '--authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE)',
+  };
+  checkNodeVersion(report);
+  // Quietly read first: with no project on the command line, blah.config's is the one.
+  const blahTarget = blahp ? checkBlahConfig(new Report(), blahp) : undefined;
+  const first = !options.url && !options.authenticatorFile && blahTarget ? blahTarget : options;
+  await projectRound(ctx, report, first);
+  await checkHtcondor(ctx, blahpRouteConfigured(blahp));
+  if (blahp) {
+    checkBlahpScripts(report, blahp);
+    const target = checkBlahConfig(report, blahp);
+    if (target && target !== first) {
+      if (sameTarget(target, first)) report.ok('blahp', 'blah.config project', 'the same project URL and authenticator file as checked above');
+      else await projectRound(ctx, report.labelled('blah.config: '), target);
+    }
+  }
+  if (o.json) process.stdout.write(JSON.stringify({ ok: !report.failed, checks: report.checks }, null, 2) + '\n');
+  else process.stdout.write(`${report.summary()}\n`);
+  return report.failed ? EXIT_FAILED : EXIT_OK;
+}
