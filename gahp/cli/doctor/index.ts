@@ -5,6 +5,7 @@
  * Read-only on the host (one temporary file for the upload check, removed); on the project
  * one small file is left (uploads.ts). The authenticator is read, used, never printed.
  */
+import * as path from 'node:path';
 import { EXIT_FAILED, EXIT_OK, type GlobalOptions } from '../options.js';
 import { checkApps } from './apps.js';
 import { blahpRouteConfigured, checkBlahConfig, checkBlahpScripts, findBlahp } from './blahp.js';
@@ -56,7 +57,7 @@ export async function doctorCmd(g: GlobalOptions, o: DoctorOptions): Promise<num
   const blahp = findBlahp(ctx.env, o.blahp);
   const options: DoctorTarget = {
     ...(g.projectUrl ? { url: g.projectUrl } : {}),
-    ...(g.authenticatorFile ? { authenticatorFile: g.authenticatorFile } : {}),
+    ...(g.authenticatorFile ? { authenticatorFile: path.resolve(g.authenticatorFile) } : {}),
     urlSetting: '--project-url (or BOINC_GAHP_PROJECT_URL)',
     authSetting: '--authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE)',
   };

@@ -4,7 +4,7 @@
  * accepted, and which apps it may submit to. BOINC has no RPC listing a user's submit
  * access: the project's public app list (apps.php?xml=1) names the apps and get_templates
  * of each says whether this account may use it (BOINC checks submit access there first;
- * docs/boinc-server.md, "Submit access").
+ * docs/boinc-server.md, "Submit access, and the public app list").
  */
 import { BoincClient } from '../../../boinc-rpc/client.js';
 import { BoincRpcError } from '../../../boinc-rpc/errors.js';
@@ -90,7 +90,8 @@ export async function checkBoincProject(ctx: DoctorContext, report: Report, url:
     } catch (err) {
       const e = err as BoincRpcError;
       const notBoinc = e.kind === 'protocol';
-      report.fail('project', 'BOINC project', notBoinc ? `not a BOINC project: submit_rpc_handler.php ${e.serverMessage}` : `ping failed: ${e.serverMessage}`,
+      const answer = /^HTTP \d/.test(e.serverMessage) ? `answers ${e.serverMessage}` : `answers, but not as BOINC does (${e.serverMessage})`;
+      report.fail('project', 'BOINC project', notBoinc ? `not a BOINC project: ${url.href}submit_rpc_handler.php ${answer}` : `ping failed: ${e.serverMessage}`,
         notBoinc ? 'give the project\'s master URL (its web site shows it; submit_rpc_handler.php is right under it), and check the project enables remote job submission'
           : 'check the project\'s web server and database (BOINC answers ping only when both work)');
       return findings;

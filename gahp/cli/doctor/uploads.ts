@@ -52,7 +52,7 @@ export async function checkLiveUpload(ctx: DoctorContext, report: Report, url: U
     const msg = err instanceof BoincRpcError ? err.serverMessage : (err as Error).message;
     let fix = 'see the project web server\'s error log for job_file.php';
     if (/no file access|no submit access/.test(msg)) fix = 'ask the project\'s administrators to give this account remote job submission access';
-    else if (/can't parse request message/.test(msg)) fix = 'the project\'s PHP refused even a small upload: ask its administrators to check post_max_size and upload_max_filesize in php.ini';
+    else if (/can't parse request message|upload_max_filesize|post_max_size/.test(msg)) fix = `the project's PHP refused a ${content.length}-byte upload: ask its administrators to raise upload_max_filesize and post_max_size in php.ini`;
     report.fail('uploads', what, `failed: ${msg}`, fix);
   } finally {
     client.close();

@@ -1,0 +1,293 @@
+/**
+ * `boinc-gahp doctor` through the real program against the test server: one test per check
+ * family, each with the healthy case and broken ones, asserting the mark, the finding and
+ * the fix as printed. HTCondor is a condor_config_val stand-in on PATH made here; blahp's
+ * libexec directory and blah.config are temp files. No run ever prints the authenticator.
+ */
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as path from 'node:path';
+import { startTestServer, type TestBoincServer } from '../../fixtures/test-server/index.js';
+import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
+import { runCli, type RunResult } from './cli-support.js';
+
+/** bin/boinc-gahp as the doctor names this installation. */
+const ENTRY = fs.realpathSync(GAHP_BIN);
+
+let server: TestBoincServer;
+let dir: string;
+let authFile: string;
+/** An empty directory: PATH for runs that must not find condor_config_val. */
+let noTools: string;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  dir = makeTempDir('boinc-gahp-doctor-');
+  authFile = path.join(dir, 'auth');
+  fs.writeFileSync(authFile, server.authenticator + '\n', { mode: 0o600 });
+  noTools = path.join(dir, 'no-tools');
+  fs.mkdirSync(noTools);
+});
+afterAll(async () => {
+  await server.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** A file holding `text`, with `mode`. */
+function file(name: string, text: string, mode = 0o600): string {
+  const p = path.join(dir, name);
+  fs.writeFileSync(p, text);
+  fs.chmodSync(p, mode);
+  return p;
+}
+
+interface DoctorRun extends RunResult {
+  lines: string[];
+}
+
+/**
+ * Runs `bin/boinc-gahp [globals] doctor [args]` with no HTCondor and no blahp unless `env`
+ * says otherwise (BLAHPD_LOCATION points into the temp dir, so /usr/libexec/blahp is not looked at).
+ */
+async function doctor(args: string[], o: { auth?: string; url?: string; globals?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<DoctorRun> {
+  const globals = [
+    '--state-dir', path.join(dir, 'state'),
+    '--project-url', o.url ?? server.url,
+    '--authenticator-file', o.auth ?? authFile,
+    ...(o.globals ?? []),
+  ];
+  const env = { PATH: noTools, BLAHPD_LOCATION: path.join(dir, 'no-blahp'), BLAHPD_CONFIG_LOCATION: path.join(dir, 'no-blah.config'), ...o.env };
+  const r = await runCli([...globals, 'doctor', ...args], { cwd: dir, env });
+  for (const secret of [server.authenticator]) {
+    expect(r.stdout).not.toContain(secret);
+    expect(r.stderr).not.toContain(secret);
+  }
+  return { ...r, lines: r.stdout.split('\n').filter(Boolean) };
+}
+
+/** The one line whose `what` starts with `what` (after the mark). */
+function line(r: DoctorRun, what: string): string {
+  const found = r.lines.filter((l) => l.slice(6).startsWith(what));
+  expect(found).toHaveLength(1);
+  return found[0]!;
+}
+
+const marks = (r: DoctorRun) => r.lines.filter((l) => /^(ok|warn|FAIL) /.test(l)).map((l) => l.slice(0, 4).trim());
+
+test('host: node, state directory, authenticator file, proxy and trust; a state dir under a file, a readable or missing authenticator file', async () => {
+  const underFile = path.join(authFile, 'state');
+  const open = file('auth-open', server.authenticator + '\n', 0o644);
+  const [good, broken, missing, json] = await Promise.all([
+    doctor([]),
+    doctor([], { auth: open, globals: ['--state-dir', underFile] }),
+    doctor([], { auth: path.join(dir, 'nope') }),
+    doctor(['--json']),
+  ]);
+  expect(good.code).toBe(0);
+  expect(line(good, 'node version')).toMatch(new RegExp(`^ok {4}node version: ${process.version.replace(/\./g, '\\.')} `));
+  expect(line(good, 'state directory')).toMatch(/^ok {4}state directory .*\/state: does not exist yet, will be created in .*; [\d.]+ GiB free \(from --state-dir/);
+  expect(line(good, 'authenticator file')).toBe(`ok    authenticator file ${authFile}: one line, mode 0600`);
+  expect(line(good, 'proxy')).toMatch(/^ok {4}proxy for http:\/\/127\.0\.0\.1:\d+: none in effect: direct connection$/);
+  expect(line(good, 'trust sources')).toMatch(/^ok {4}trust sources: node's bundled CA list \(\d+ certificates\)/);
+  expect(good.lines.at(-1)).toMatch(/^\d+ checks: \d+ ok, 0 warn, 0 FAIL$/);
+
+  expect(broken.code).toBe(1);
+  expect(line(broken, 'state directory')).toBe(`FAIL  state directory ${underFile}: cannot be created: ${authFile} is a file, not a directory (from --state-dir / BOINC_GAHP_STATE_DIR)` +
+    '  -> fix: give --state-dir (or BOINC_GAHP_STATE_DIR) a directory this user can create or write, e.g. ~/.local/state/boinc-gahp');
+  expect(line(broken, 'authenticator file')).toBe(`warn  authenticator file ${open}: one line, mode 0644: readable by group and other users, who could submit as this account  -> fix: chmod 600 ${open}`);
+
+  expect(missing.code).toBe(1);
+  expect(line(missing, 'authenticator file')).toMatch(new RegExp(`^FAIL  authenticator file ${dir}/nope: cannot be read: ENOENT.*  -> fix: write the account's authenticator .* into ${dir}/nope as one line, then chmod 600 ${dir}/nope$`));
+  // No authenticator: nothing that needs the account runs.
+  expect(missing.lines.some((l) => l.slice(6).startsWith('account'))).toBe(false);
+
+  expect(json.code).toBe(0);
+  const parsed = JSON.parse(json.stdout) as { ok: boolean; checks: Array<{ family: string; mark: string; what: string; found: string; fix?: string }> };
+  expect(parsed.ok).toBe(true);
+  expect(parsed.checks.map((c) => c.mark)).toEqual(marks(good));
+  expect(parsed.checks.find((c) => c.what.startsWith('authenticator file'))).toEqual({ family: 'host', mark: 'ok', what: `authenticator file ${authFile}`, found: 'one line, mode 0600' });
+});
+
+test('project: answers, is BOINC, accepts the account, submit access; wrong authenticator, no submit access, not a BOINC project', async () => {
+  const wrong = file('auth-wrong', '0123456789abcdef0123456789abcdef\n');
+  const nobody = file('auth-nobody', server.addUser({ submitApps: [] }) + '\n');
+  const notBoinc = http.createServer((_req, res) => {
+    res.writeHead(200, { 'Content-Type': 'text/html' });
+    res.end('<html><body>a web site, not BOINC</body></html>\n');
+  });
+  await new Promise<void>((resolve) => notBoinc.listen(0, '127.0.0.1', resolve));
+  const notBoincUrl = `http://127.0.0.1:${(notBoinc.address() as { port: number }).port}/project/`;
+  try {
+    const [good, badAuth, noAccess, html, wrongPath, refused] = await Promise.all([
+      doctor([]),
+      doctor([], { auth: wrong }),
+      doctor([], { auth: nobody }),
+      doctor([], { url: notBoincUrl }),
+      doctor([], { url: server.url.replace('/boinc_test/', '/elsewhere/') }),
+      doctor([], { url: 'http://127.0.0.1:1/project/' }),
+    ]);
+    expect(good.code).toBe(0);
+    expect(line(good, 'project URL')).toMatch(/^ok {4}project URL http:\/\/127\.0\.0\.1:\d+\/boinc_test\/: DNS 127\.0\.0\.1 -> 127\.0\.0\.1, TCP 127\.0\.0\.1:\d+ connected in \d+ ms, HTTP 200$/);
+    expect(line(good, 'BOINC project')).toBe(`ok    BOINC project: ${server.url}submit_rpc_handler.php answers ping`);
+    expect(line(good, 'account')).toMatch(/^ok {4}account: accepted/);
+    expect(line(good, 'submit access')).toBe("ok    submit access: to uppercase, concat, zipper, failing (4 of the project's 4 app(s))");
+
+    expect(badAuth.code).toBe(1);
+    expect(line(badAuth, 'account')).toBe(`FAIL  account: refused: bad authenticator  -> fix: put this project's authenticator for the account (its web site's account keys page) into ${wrong}`);
+
+    expect(noAccess.code).toBe(1);
+    expect(line(noAccess, 'account')).toBe('ok    account: accepted');
+    expect(line(noAccess, 'submit access')).toBe(`FAIL  submit access: none: no submit access  -> fix: ask the project's administrators to give this account remote job submission access (BOINC's "manage submitters" page)`);
+
+    expect(html.code).toBe(1);
+    expect(line(html, 'project URL')).toMatch(/^ok .*HTTP 200$/);
+    expect(line(html, 'BOINC project')).toMatch(new RegExp(`^FAIL  BOINC project: not a BOINC project: ${notBoincUrl}submit_rpc_handler\\.php answers, but not as BOINC does \\(.*\\)  -> fix: give the project's master URL`));
+    expect(wrongPath.code).toBe(1);
+    expect(line(wrongPath, 'project URL')).toMatch(/^warn .*HTTP 404: no home page here {2}-> fix: check that this is the master URL/);
+    expect(line(wrongPath, 'BOINC project')).toMatch(/^FAIL {2}BOINC project: not a BOINC project: .*\/elsewhere\/submit_rpc_handler\.php answers HTTP 404/);
+    expect(refused.code).toBe(1);
+    expect(line(refused, 'project URL')).toMatch(/^FAIL {2}project URL http:\/\/127\.0\.0\.1:1\/project\/: DNS 127\.0\.0\.1 -> 127\.0\.0\.1, then TCP failed: .*ECONNREFUSED.* {2}-> fix: check the URL's port, that the project's web server runs/);
+  } finally {
+    await new Promise((resolve) => notBoinc.close(resolve));
+  }
+});
+
+test('apps: templates as transfer_input_files / transfer_output_files; an unknown app, an app without submit access', async () => {
+  const limited = file('auth-limited', server.addUser({ submitApps: ['concat'] }) + '\n');
+  const [all, given, limitedRun] = await Promise.all([
+    doctor([]),
+    doctor(['--app', 'concat', 'nope']),
+    doctor(['--app', 'concat', 'uppercase'], { auth: limited }),
+  ]);
+  expect(line(all, 'app uppercase')).toBe('ok    app uppercase: get_templates works; a submit file uses transfer_input_files = in; transfer_output_files = out');
+  expect(line(all, 'app concat')).toBe('ok    app concat: get_templates works; a submit file uses transfer_input_files = a, b; transfer_output_files = joined, info');
+  expect(all.lines.filter((l) => l.startsWith('ok    app '))).toHaveLength(4);
+
+  expect(given.code).toBe(1);
+  expect(given.lines.filter((l) => / app /.test(l))).toHaveLength(2);
+  expect(line(given, 'app nope')).toBe("FAIL  app nope: get_templates: app not found: nope  -> fix: check the app's name in your submit file (batch_queue, or the executable's name) (the project's apps: uppercase, concat, zipper, failing)");
+  expect(line(given, 'submit access')).toBe('ok    submit access: to concat (1 of the 2 app(s) given with --app)');
+
+  expect(limitedRun.code).toBe(1);
+  expect(line(limitedRun, 'submit access')).toBe('ok    submit access: to concat; not to uppercase');
+  expect(line(limitedRun, 'app uppercase')).toBe("FAIL  app uppercase: get_templates: no submit access  -> fix: ask the project's administrators to give this account submit access to uppercase");
+});
+
+test('uploads: the limits in effect and one small upload left as a file only with a short delete_time; a project whose PHP refuses it', async () => {
+  const tiny = await startTestServer({ php: { uploadMaxFilesize: 16 } });
+  const tinyAuth = file('auth-tiny', tiny.authenticator + '\n');
+  try {
+    const before = Date.now() / 1000;
+    const [good, set, refused] = await Promise.all([
+      doctor([]),
+      doctor([], { globals: ['--max-file-uploads', '5', '--post-max-size', '4M'] }),
+      doctor([], { url: tiny.url, auth: tinyAuth }),
+    ]);
+    expect(line(good, 'upload limits')).toBe("ok    upload limits: --max-file-uploads 20 (default), --post-max-size 8M (default), --upload-max-filesize 2M (default): uploads are split to fit these; each must not exceed the project's php.ini value");
+    expect(line(set, 'upload limits')).toMatch(/^ok {4}upload limits: --max-file-uploads 5, --post-max-size 4M, --upload-max-filesize 2M \(default\)/);
+    const upload = line(good, 'upload through job_file.php');
+    const name = /(condorv_[0-9a-f]{32})/.exec(upload)?.[1];
+    expect(upload).toMatch(/^ok {4}upload through job_file\.php: \d+-byte file condorv_[0-9a-f]{32} uploaded and found by query_files; left on the server as a file only \(no batch\) with delete_time in 10 min/);
+    const stored = server.files().find((f) => f.name === name);
+    expect(stored).toBeDefined();
+    expect(stored!.batches).toEqual([]);
+    expect(stored!.deleteTime).toBeGreaterThanOrEqual(Math.floor(before) + 600);
+    expect(stored!.deleteTime).toBeLessThanOrEqual(Date.now() / 1000 + 600);
+    expect(server.batches().some((b) => b.name.includes('doctor'))).toBe(false);
+
+    expect(refused.code).toBe(1);
+    expect(line(refused, 'upload through job_file.php')).toMatch(/^FAIL {2}upload through job_file\.php: failed: .*upload failed because: The uploaded file exceeds upload_max_filesize.* {2}-> fix: the project's PHP refused a \d+-byte upload: ask its administrators to raise upload_max_filesize and post_max_size in php.ini$/);
+    expect(tiny.files()).toEqual([]);
+  } finally {
+    await tiny.close();
+  }
+});
+
+/** A directory holding a condor_config_val stand-in that knows `values` (others: "Not defined"). */
+function condorStandIn(name: string, values: Record<string, string>): string {
+  const binDir = path.join(dir, name);
+  fs.mkdirSync(binDir);
+  const cases = Object.entries(values).map(([k, v]) => `  ${k}) echo '${v}' ;;\n`).join('');
+  file(`${name}/condor_config_val`, `#!/bin/sh\ncase "$1" in\n${cases}  *) echo "Not defined: $1" >&2; exit 1 ;;\nesac\n`, 0o755);
+  return binDir;
+}
+
+/** A libexec directory with the BLAHP scripts written by the real `boinc-gahp blahp install`. */
+async function installedLibexec(name: string): Promise<string> {
+  const libexec = path.join(dir, name);
+  fs.mkdirSync(libexec);
+  const r = await runCli(['blahp', 'install', libexec]);
+  expect(r.code).toBe(0);
+  return libexec;
+}
+
+test('htcondor: BOINC_GAHP and the call timeout; BOINC_GAHP missing its file, set while the BLAHP route is configured, a command timeout past the call timeout', async () => {
+  const good = condorStandIn('condor-good', { BOINC_GAHP: ENTRY });
+  const gone = condorStandIn('condor-gone', { BOINC_GAHP: path.join(dir, 'sbin', 'boinc_gahp'), GRIDMANAGER_GAHP_CALL_TIMEOUT: '120' });
+  const none = condorStandIn('condor-none', {});
+  const libexec = await installedLibexec('libexec-condor');
+  const [ok, missing, undef, both, noCondor] = await Promise.all([
+    doctor([], { env: { PATH: good } }),
+    doctor([], { env: { PATH: gone } }),
+    doctor([], { env: { PATH: none } }),
+    doctor(['--blahp', libexec], { env: { PATH: good } }),
+    doctor([]),
+  ]);
+  expect(ok.code).toBe(0);
+  expect(line(ok, 'BOINC_GAHP')).toBe(`ok    BOINC_GAHP: ${ENTRY}: this installation`);
+  expect(line(ok, 'GRIDMANAGER_GAHP_CALL_TIMEOUT')).toBe('ok    GRIDMANAGER_GAHP_CALL_TIMEOUT: 300 s (default); --command-timeout 290 s: commands give their result before the gridmanager gives up');
+
+  expect(missing.code).toBe(1);
+  expect(line(missing, 'BOINC_GAHP')).toBe(`FAIL  BOINC_GAHP: set to ${dir}/sbin/boinc_gahp, which does not exist  -> fix: add "BOINC_GAHP = ${ENTRY}" to the HTCondor configuration (e.g. /etc/condor/config.d/50-boinc.conf), then condor_reconfig`);
+  expect(line(missing, 'GRIDMANAGER_GAHP_CALL_TIMEOUT')).toBe("warn  GRIDMANAGER_GAHP_CALL_TIMEOUT: 120 s; --command-timeout 290 s: a slow BOINC_* command outlives the gridmanager's wait, and the gridmanager then kills the GAHP  -> fix: set --command-timeout (BOINC_GAHP_COMMAND_TIMEOUT) below 120, e.g. 110, or raise GRIDMANAGER_GAHP_CALL_TIMEOUT");
+
+  expect(undef.code).toBe(0);
+  expect(line(undef, 'BOINC_GAHP')).toMatch(/^warn {2}BOINC_GAHP: not defined, and no BLAHP scripts were found: HTCondor cannot reach BOINC either way {2}-> fix: add "BOINC_GAHP = .*; or for HTCondor 10\+ run boinc-gahp blahp install <blahp libexec dir>$/);
+
+  expect(line(both, 'BOINC_GAHP')).toBe(`warn  BOINC_GAHP: set to ${ENTRY} while the BLAHP route (batch boinc) is configured: two routes, and HTCondor 10+ has no boinc grid type to use it` +
+    '  -> fix: remove BOINC_GAHP from the HTCondor configuration (condor_config_val -config shows the file), then condor_reconfig');
+
+  // No condor_config_val on PATH: no HTCondor lines at all.
+  expect(noCondor.lines.some((l) => /^(BOINC_GAHP|GRIDMANAGER)/.test(l.slice(6)))).toBe(false);
+});
+
+test('blahp: scripts installed and pointing here, blah.config with boinc and its keys (whose project passes checks 1-4); a missing script, blah.config without boinc, a wrong authenticator in blah.config', async () => {
+  const libexec = await installedLibexec('libexec-good');
+  const broken = await installedLibexec('libexec-broken');
+  fs.rmSync(path.join(broken, 'boinc_status.sh'));
+  const config = (name: string, lrms: string, auth = authFile) =>
+    file(name, `# blah.config\nsupported_lrms=${lrms}\nboinc_project_url="${server.url}"\nboinc_authenticator_file=${auth}\n`, 0o644);
+  const goodConfig = config('blah-good.config', 'condor,pbs,boinc');
+  const noBoinc = config('blah-no-boinc.config', 'condor,pbs');
+  const wrongAuth = config('blah-wrong-auth.config', 'boinc', file('auth-wrong-blah', '0123456789abcdef0123456789abcdef\n'));
+  // blahp's default place: $BLAHPD_LOCATION/libexec.
+  const home = path.join(dir, 'blahp-home');
+  fs.mkdirSync(home);
+  fs.symlinkSync(libexec, path.join(home, 'libexec'));
+  const scripts = 'boinc_submit.sh, boinc_status.sh, boinc_cancel.sh, boinc_hold.sh, boinc_resume.sh, boinc_ping.sh';
+  const [good, byDefault, missing, lrms, other] = await Promise.all([
+    doctor(['--blahp', libexec], { env: { BLAHPD_CONFIG_LOCATION: goodConfig } }),
+    doctor([], { env: { BLAHPD_LOCATION: home, BLAHPD_CONFIG_LOCATION: goodConfig } }),
+    doctor(['--blahp', broken], { env: { BLAHPD_CONFIG_LOCATION: goodConfig } }),
+    doctor(['--blahp', libexec], { env: { BLAHPD_CONFIG_LOCATION: noBoinc } }),
+    doctor(['--blahp', libexec], { env: { BLAHPD_CONFIG_LOCATION: wrongAuth } }),
+  ]);
+  expect(good.code).toBe(0);
+  expect(line(good, 'blahp scripts')).toBe(`ok    blahp scripts in ${libexec}: ${scripts} installed, executable, run ${process.execPath} ${ENTRY}`);
+  expect(line(good, 'blah.config /')).toBe(`ok    blah.config ${goodConfig}: supported_lrms has boinc; boinc_project_url=${server.url}; boinc_authenticator_file=${authFile}`);
+  expect(line(good, 'blah.config project')).toBe('ok    blah.config project: the same project URL and authenticator file as checked above');
+  expect(byDefault.code).toBe(0);
+  expect(line(byDefault, 'blahp scripts')).toMatch(/^ok {4}blahp scripts in .*\/blahp-home\/libexec: /);
+
+  expect(missing.code).toBe(1);
+  expect(line(missing, 'blahp scripts')).toBe(`FAIL  blahp scripts in ${broken}: boinc_status.sh missing  -> fix: run boinc-gahp blahp install ${broken}`);
+
+  expect(lrms.code).toBe(1);
+  expect(line(lrms, 'blah.config /')).toBe(`FAIL  blah.config ${noBoinc}: supported_lrms is condor,pbs: no boinc  -> fix: add boinc to supported_lrms in ${noBoinc} (e.g. supported_lrms=condor,pbs,boinc), then restart blahpd (condor_restart)`);
+
+  // blah.config names another authenticator file: checks 1-4 run again for it, labelled.
+  expect(other.code).toBe(1);
+  expect(line(other, 'blah.config: account')).toBe(`FAIL  blah.config: account: refused: bad authenticator  -> fix: put this project's authenticator for the account (its web site's account keys page) into ${dir}/auth-wrong-blah`);
+  expect(line(other, 'blah.config: authenticator file')).toMatch(/^ok {4}blah\.config: authenticator file .*auth-wrong-blah: one line, mode 0600$/);
+  expect(line(other, 'account')).toMatch(/^ok {4}account: accepted/);
+});
