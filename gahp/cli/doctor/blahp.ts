@@ -57,6 +57,14 @@ function execLine(text: string): { node: string; entry: string } | undefined {
   return m ? { node: unquote(m[1]!), entry: unquote(m[2]!) } : undefined;
 }
 
+function samePath(a: string, b: string): boolean {
+  try {
+    return fs.realpathSync(a) === fs.realpathSync(b);
+  } catch {
+    return false;
+  }
+}
+
 export function checkBlahpScripts(report: Report, s: BlahpSetup): void {
   const node = process.execPath;
   const entry = defaultEntry();
@@ -65,6 +73,7 @@ export function checkBlahpScripts(report: Report, s: BlahpSetup): void {
   const foreign: string[] = [];
   const notExecutable: string[] = [];
   const stale: string[] = [];
+  const outdated: string[] = [];
   for (const action of SCRIPT_ACTIONS) {
     const name = `boinc_${action}.sh`;
     const file = path.join(s.libexec, name);
@@ -77,19 +86,20 @@ export function checkBlahpScripts(report: Report, s: BlahpSetup): void {
       missing.push(name);
       continue;
     }
+    const runs = execLine(text);
     if (!text.includes(MARKER)) foreign.push(name);
-    else if (text !== scriptText(action, node, entry)) {
-      const runs = execLine(text);
-      stale.push(runs ? `${name} runs ${runs.node} ${runs.entry}` : `${name} differs`);
-    }
+    else if (!runs || text !== scriptText(action, runs.node, runs.entry)) outdated.push(name);
+    // Paths compared resolved: a package's /usr/bin/node may be a link to the node running now.
+    else if (!samePath(runs.node, node) || !samePath(runs.entry, entry)) stale.push(`${name} runs ${runs.node} ${runs.entry}`);
     if ((mode & 0o111) === 0) notExecutable.push(name);
   }
   const what = `blahp scripts in ${s.libexec}`;
   if (missing.length) report.fail('blahp', what, `${missing.join(', ')} missing`, `run ${install}`);
   if (foreign.length) report.fail('blahp', what, `${foreign.join(', ')} not written by boinc-gahp`, `run ${install} --force (it replaces them)`);
   if (stale.length) report.fail('blahp', what, `${stale.join('; ')}: not this installation's ${node} ${entry}`, `run ${install} again from this installation`);
+  if (outdated.length) report.fail('blahp', what, `${outdated.join(', ')} differ from what this boinc-gahp writes (edited, or an older version)`, `run ${install} again`);
   if (notExecutable.length) report.fail('blahp', what, `${notExecutable.join(', ')} not executable`, `chmod 755 ${notExecutable.map((n) => path.join(s.libexec, n)).join(' ')}`);
-  if (!missing.length && !foreign.length && !stale.length && !notExecutable.length) {
+  if (!missing.length && !foreign.length && !stale.length && !outdated.length && !notExecutable.length) {
     report.ok('blahp', what, `${SCRIPT_ACTIONS.map((a) => `boinc_${a}.sh`).join(', ')} installed, executable, run ${node} ${entry}`);
   }
 }

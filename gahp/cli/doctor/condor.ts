@@ -49,6 +49,16 @@ function samePath(a: string, b: string): boolean {
   }
 }
 
+/** `gahp` is this installation's entry, or a small launcher that runs it (the packages' /usr/bin/boinc-gahp). */
+function runsThisInstallation(gahp: string, entry: string): boolean {
+  if (samePath(gahp, entry)) return true;
+  try {
+    return fs.statSync(gahp).size <= 4096 && fs.readFileSync(gahp, 'utf8').includes(entry);
+  } catch {
+    return false;
+  }
+}
+
 /** `blahpRoute`: the BLAHP scripts or blah.config's boinc entry were found (blahp.ts). */
 export async function checkHtcondor(ctx: DoctorContext, blahpRoute: boolean): Promise<void> {
   const { report, env } = ctx;
@@ -65,10 +75,10 @@ export async function checkHtcondor(ctx: DoctorContext, blahpRoute: boolean): Pr
       'remove BOINC_GAHP from the HTCondor configuration (condor_config_val -config shows the file), then condor_reconfig');
   } else if (!fs.existsSync(gahp)) {
     report.fail('htcondor', 'BOINC_GAHP', `set to ${gahp}, which does not exist`, setIt);
-  } else if (!samePath(gahp, entry)) {
+  } else if (!runsThisInstallation(gahp, entry)) {
     report.warn('htcondor', 'BOINC_GAHP', `set to ${gahp}, not this installation's ${entry}`, `${setIt}, unless ${gahp} is meant to run this one`);
   } else {
-    report.ok('htcondor', 'BOINC_GAHP', `${gahp}: this installation`);
+    report.ok('htcondor', 'BOINC_GAHP', `${gahp}: ${samePath(gahp, entry) ? 'this installation' : `runs this installation's ${entry}`}`);
   }
   if (gahp === undefined) return;
   const callText = await configValue(tool, 'GRIDMANAGER_GAHP_CALL_TIMEOUT', env);
