@@ -10,13 +10,13 @@
  * "Round trips and memory").
  *
  * Exit codes: 0 success; 1 failure reported by the GAHP/BOINC; 2 usage or configuration error;
- * 70 an internal error (an uncaught exception or unhandled rejection: run-gahp.ts).
+ * 70 an internal error (an uncaught exception or unhandled rejection: run-gahp.ts); 130
+ * `submit` interrupted (--help and README list them).
  */
 import { runGahp } from './run-gahp.js';
 import { plainGahpOptions } from './gahp-args.js';
 import { EXIT_FAILED, EXIT_USAGE, runOptions, type GahpCliOptions } from './options.js';
 import { readAuthenticator, UsageError } from './settings.js';
-import { warmUpNodePrimitives } from './warm-up.js';
 
 /** The GAHP on stdio (or the interactive prompt): what runs with no subcommand. */
 async function gahpOrPrompt(opts: GahpCliOptions): Promise<number> {
@@ -29,8 +29,6 @@ async function gahpOrPrompt(opts: GahpCliOptions): Promise<number> {
     const { runInteractive } = await import('./interactive.js');
     return runInteractive(base);
   }
-  // Before the banner: the gridmanager's first command should not be the first to run them.
-  await warmUpNodePrimitives();
   return runGahp(base);
 }
 

@@ -46,7 +46,12 @@ function programWithGlobalOptions(): Command {
       'With no command it is the GAHP on stdin/stdout (what HTCondor runs: point BOINC_GAHP at it). ' +
       'On a terminal it is an interactive prompt over the same protocol.',
     )
-    .addHelpText('after', '\nExit codes: 0 success, 1 failure reported by the GAHP or the BOINC project, 2 usage or configuration error.\n' +
+    .addHelpText('after', '\nExit codes:\n' +
+      '  0    success\n' +
+      '  1    a failure reported by the GAHP or the BOINC project (submit: also a job that failed or timed out)\n' +
+      '  2    a usage or configuration error\n' +
+      '  70   an internal error (a bug; run as the GAHP, HTCondor starts it again)\n' +
+      '  130  submit interrupted (Ctrl-C)\n' +
       'Every option can also be set through the environment variable shown next to it.')
     .version(GAHP_VERSION, '-V, --version')
     .exitOverride()
@@ -171,6 +176,20 @@ export async function runCommandLine(
     .action(async (file: string, o: { wait: boolean; new?: boolean; poll: number; timeout?: number; spawn?: boolean }, cmd: Command) => {
       const { submitCmd } = await import('./submit.js');
       code = await submitCmd(globals(cmd), file, o);
+    });
+
+  // bin/boinc-gahp hands `boinc-gahp blahp ...` to the BLAHP entry before this parser; the
+  // command is here so that --help shows it (and for global options written before it).
+  program
+    .command('blahp')
+    .description("install <libexec dir> [--force]: write the scripts boinc_*.sh into blahpd's libexec directory, so HTCondor 23+ and HTCondor-CE run jobs on BOINC with grid_resource = batch boinc (docs/blahp.md); blahpd runs the other actions through them")
+    .argument('<action>', 'install (the scripts run submit, status, cancel, ...)')
+    .argument('[args...]', 'the action\'s arguments')
+    .allowUnknownOption()
+    .helpOption(false)
+    .action(async (action: string, args: string[]) => {
+      const { blahpMain } = await import('../blahp/main.js');
+      code = await blahpMain([action, ...args]);
     });
 
   try {

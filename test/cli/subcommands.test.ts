@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startTestServer, stderrFilePattern, type TestBoincServer } from '../../fixtures/test-server/index.js';
 import { GAHP_VERSION } from '../../gahp/version.js';
-import { GahpProcess, makeTempDir } from '../support/gahp-process.js';
+import { GahpProcess, makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
 import { runCli } from './cli-support.js';
 
 let server: TestBoincServer;
@@ -45,6 +45,14 @@ test('--version, --help, usage errors', async () => {
     'BOINC_GAHP_AUTHENTICATOR_FILE', 'BOINC_GAHP_LOG', 'BOINC_GAHP_RPC_TIMEOUT', 'BOINC_GAHP_CONCURRENCY', 'Exit codes']) {
     expect(h.stdout).toContain(word);
   }
+  // Every command, blahp install with what it is for, and every exit status, as README says.
+  expect(h.stdout).toMatch(/\n {2}blahp .*install <libexec dir> \[--force\]/);
+  expect(h.stdout.replace(/\s+/g, ' ')).toContain('grid_resource = batch boinc');
+  const readme = fs.readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
+  const readmeCodes = [...readme.matchAll(/^\| (\d+) \|/gm)].map((m) => m[1]);
+  const helpCodes = [...h.stdout.slice(h.stdout.indexOf('Exit codes:')).matchAll(/^ {2}(\d+) /gm)].map((m) => m[1]);
+  expect(helpCodes).toEqual(['0', '1', '2', '70', '130']);
+  expect(readmeCodes).toEqual(helpCodes);
   expect(bogus.code).toBe(2);
   expect(bogus.stderr).toMatch(/unknown option '--bogus'/);
   expect(lease.code).toBe(2);
