@@ -5,6 +5,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { fallbackStateDir } from '../../state-dir.js';
 import { defaultStateDir } from '../settings.js';
 import type { DoctorContext, DoctorTarget } from './context.js';
 import { reason, type Report } from './report.js';
@@ -65,7 +66,8 @@ export function checkStateDir(ctx: DoctorContext, report: Report, target: Doctor
   const source = target.stateDir !== undefined ? 'boinc_state_dir' : given !== undefined ? '--state-dir / BOINC_GAHP_STATE_DIR' : 'the default ($XDG_STATE_HOME/boinc-gahp)';
   const what = `state directory ${dir}`;
   const setting = target.stateDir !== undefined ? target.authSetting.replace('boinc_authenticator_file', 'boinc_state_dir') : '--state-dir (or BOINC_GAHP_STATE_DIR)';
-  const fix = `give ${setting} a directory this user can create or write, e.g. ~/.local/state/boinc-gahp`;
+  // The GAHP would still start (gahp/state-dir.ts), but its ledger would not last: say so.
+  const fix = `give ${setting} a directory this user can create or write, e.g. ~/.local/state/boinc-gahp (meanwhile the GAHP falls back to ${fallbackStateDir()}, which the temp dir's cleaning empties)`;
   const near = nearestExisting(dir);
   if ('error' in near) {
     report.fail('host', what, `cannot be used: ${near.at}: ${near.error.code ?? near.error.message} (from ${source})`, fix);

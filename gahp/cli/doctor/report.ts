@@ -23,8 +23,6 @@ export interface Check {
 }
 
 export class Report {
-  readonly checks: Check[] = [];
-
   /**
    * `print` gets each line as its check is recorded (none with --json). `prefix` labels the
    * checks of a second project (blah.config's), e.g. `blah.config: `.
@@ -32,13 +30,12 @@ export class Report {
   constructor(
     private readonly print?: (line: string) => void,
     readonly prefix = '',
+    readonly checks: Check[] = [],
   ) {}
 
-  /** The same report, with `prefix` before each `what`. */
+  /** The same report (same lines, same list), with `prefix` before each `what`. */
   labelled(prefix: string): Report {
-    const r = new Report(this.print, prefix);
-    (r as { checks: Check[] }).checks = this.checks;
-    return r;
+    return new Report(this.print, prefix, this.checks);
   }
 
   ok(family: Family, what: string, found: string): void {
