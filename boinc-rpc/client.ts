@@ -33,8 +33,7 @@ import type {
   UploadBodySize,
   UploadSizeRequest,
 } from './types.js';
-import { filePartLength, multipartLength } from './post.js';
-import { DEFAULT_CONNECT_AHEAD_MS } from './spare.js';
+import { filePartLength, multipartLength } from './multipart.js';
 
 const SUBMIT = 'submit_rpc_handler.php';
 
@@ -61,7 +60,7 @@ export class BoincClient implements BoincRpc {
       retryBaseMs: opts.retryBaseMs ?? 250,
       concurrency: opts.concurrency ?? 8,
       maxReplyBytes: opts.maxReplyBytes ?? DEFAULT_MAX_REPLY_BYTES,
-      connectAheadMs: opts.connectAheadMs ?? DEFAULT_CONNECT_AHEAD_MS,
+      ...(opts.network ? { network: opts.network } : {}),
       authenticator: opts.authenticator,
       log: opts.log,
     });

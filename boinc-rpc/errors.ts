@@ -38,7 +38,15 @@ export type RpcErrorCode =
   /** A refusal repeating cannot change: bad or missing authenticator, no submit access, not the owner, file immutability. */
   | 'refused'
   /** The reply was longer than the client's maxReplyBytes: not read, the connection discarded. */
-  | 'reply-too-large';
+  | 'reply-too-large'
+  /**
+   * The proxy failed, not the project: it refused the connection, asked for credentials
+   * (httpStatus 407), could not reach the project (its CONNECT answer in httpStatus), or
+   * its setting cannot be used. The message names the proxy, never its credentials.
+   */
+  | 'proxy'
+  /** The project's certificate could not be verified: the message names the problem and the trust sources. */
+  | 'certificate';
 
 /**
  * Which existing row a `duplicate-entry` hit, from the database key it names:

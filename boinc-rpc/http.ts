@@ -1,19 +1,32 @@
 /**
- * HTTP for the BOINC RPCs, the pieces shared by the POST of every RPC (post.ts, on a socket
- * of its own) and the download of output files (getStream here, on node's http: streamed to
- * disk, redirects followed by the caller): the errors both raise, and `Connections`, all
- * the connections of one client (closed together when it closes). transport.ts adds retries, the
- * concurrency bound, redaction and the BoincRpcError mapping on top.
+ * HTTP for the BOINC RPCs, on got (docs/architecture.md, "HTTP"): the POST of every RPC (a
+ * form-data body, multipart.ts, its reply read whole up to a limit) and the download of
+ * output files (streamed to the caller, who writes it to disk and decides about redirects).
+ * transport.ts adds retries, the concurrency bound, redaction and the BoincRpcError mapping
+ * on top; got's own retries and redirects are off.
  *
- * Timeouts of a download, each an HttpTimeout naming its phase (`event`): `idle`, no byte
- * moved either way for that long: 'connect' before the connection, 'response' while
- * waiting for the reply's head, 'socket' after it.
+ * Routes (network.ts says which): direct; through an HTTP proxy for an http:// project, as
+ * curl does it, the request in absolute form (`POST http://host/path`) to the proxy; through
+ * a CONNECT tunnel (hpagent) for an https:// project. TLS trusts node's bundled roots and the
+ * system's bundles (network.ts, trustSources), in one secure context made at the first
+ * https request. got, hpagent and node:https load with the first request that needs them:
+ * an idle GAHP pays for none.
+ *
+ * Failures carry the hop that failed: `hop: 'proxy'` names the proxy (never its
+ * credentials) and what it said; `hop: 'tls'` names the certificate problem and the trust
+ * sources.
+ *
+ * Timeouts, each an HttpTimeout naming its phase (`event`): `total` (POST without files),
+ * the whole exchange, 'connect' while nothing was sent yet, else 'request'; `idle` (uploads
+ * and downloads), no byte moved either way for that long: 'connect' before the connection,
+ * 'socket' after it.
  */
 import type * as http from 'node:http';
-import type * as https from 'node:https';
-import type { Socket } from 'node:net';
 import type * as tls from 'node:tls';
-import { SpareConnections, DEFAULT_SPARE_LIMITS, type SpareLimits } from './spare.js';
+import * as fs from 'node:fs';
+import { PassThrough } from 'node:stream';
+import type { Got, Request as GotRequest } from 'got';
+import { chooseProxy, redactUrl, trustSources, ProxySettingError, type NetworkSettings } from './network.js';
 
 /** A timeout; `event` is the phase it struck in (see above). */
 export class HttpTimeout extends Error {
@@ -24,10 +37,14 @@ export class HttpTimeout extends Error {
   }
 }
 
-/** A failure of the connection or the exchange (not of a local file): `code` as node gives it. */
+/**
+ * A failure of the connection or the exchange (not of a local file): `code` as node gives
+ * it. `hop`: the failure is the proxy's (it refused the connection, answered its CONNECT
+ * with an error, asked for authentication) or the certificate's, not the project's.
+ */
 export class HttpFailure extends Error {
   override name = 'HttpFailure';
-  constructor(readonly code: string | undefined, message: string) {
+  constructor(readonly code: string | undefined, message: string, readonly hop?: 'proxy' | 'tls', readonly proxyStatus?: number) {
     super(message);
   }
 }
@@ -48,58 +65,6 @@ export class FileChangedError extends Error {
   override name = 'FileChangedError';
 }
 
-/**
- * The connections of one client: node's http agents of the downloads, one per scheme, the
- * sockets of the RPC POSTs in flight (post.ts) and the one opened for the next POST
- * (spare.ts); destroy() ends them all. node:http (for a download) and node:tls (for an
- * https URL) load when first needed: a GAHP that only submits over plain http pays for
- * neither.
- */
-export class Connections {
-  private plain: Promise<{ mod: typeof http; agent: http.Agent }> | undefined;
-  private secure: Promise<{ mod: typeof https; agent: https.Agent }> | undefined;
-  private tlsModule: Promise<typeof tls> | undefined;
-  private readonly sockets = new Set<Socket>();
-  private destroyed = false;
-  readonly spares: SpareConnections;
-
-  constructor(spareLimits: SpareLimits = DEFAULT_SPARE_LIMITS) {
-    this.spares = new SpareConnections(spareLimits);
-  }
-
-  /** The agent for a URL parseHttpUrl accepted (http: or https:). */
-  async forUrl(url: URL): Promise<{ mod: typeof http | typeof https; agent: http.Agent }> {
-    const target = url.protocol === 'http:'
-      ? await (this.plain ??= import('node:http').then((mod) => ({ mod, agent: new mod.Agent(AGENT_OPTIONS) })))
-      : await (this.secure ??= import('node:https').then((mod) => ({ mod, agent: new mod.Agent(AGENT_OPTIONS) })));
-    if (this.destroyed) target.agent.destroy();
-    return target;
-  }
-
-  /** node:tls, for the POSTs to an https URL. */
-  tls(): Promise<typeof tls> {
-    return (this.tlsModule ??= import('node:tls'));
-  }
-
-  /** Counts a POST's socket among the client's until the returned function is called. */
-  track(socket: Socket): () => void {
-    if (this.destroyed) socket.destroy();
-    this.sockets.add(socket);
-    return () => this.sockets.delete(socket);
-  }
-
-  destroy(): void {
-    this.destroyed = true;
-    this.spares.destroy();
-    for (const s of this.sockets) s.destroy();
-    this.sockets.clear();
-    void this.plain?.then((s) => s.agent.destroy());
-    void this.secure?.then((s) => s.agent.destroy());
-  }
-}
-
-const AGENT_OPTIONS = { keepAlive: true, maxSockets: 64 };
-
 export interface Timeouts {
   /** The whole exchange, in ms. */
   total?: number;
@@ -112,8 +77,13 @@ export interface PostReply {
   statusMessage: string;
   headers: http.IncomingHttpHeaders;
   body: Buffer;
-  /** The request went on a connection opened ahead for it (spare.ts). */
-  ahead?: boolean;
+}
+
+/** The head of a download's reply; its body is read from `body`. */
+export interface DownloadReply {
+  statusCode: number;
+  headers: http.IncomingHttpHeaders;
+  body: NodeJS.ReadableStream & { destroy(err?: Error): void; resume(): unknown };
 }
 
 /** A URL the RPCs can use (http: or https:); else an HttpFailure ERR_INVALID_URL, which the transport knows was never sent. */
@@ -128,89 +98,320 @@ export function parseHttpUrl(urlText: string): URL {
   return url;
 }
 
-/**
- * Arms the timeouts of an exchange, on a download's request or a POST's socket (both time
- * out on inactivity with setTimeout); `fail` gets the HttpTimeout. Returns a function that
- * disarms them.
- */
-export function armTimeouts(
-  req: { setTimeout(ms: number, cb?: () => void): unknown },
-  t: Timeouts,
-  phase: { readonly connected: boolean; readonly responded: boolean },
-  fail: (err: HttpTimeout) => void,
-): () => void {
-  let total: NodeJS.Timeout | undefined;
-  if (t.total !== undefined) {
-    total = setTimeout(() => fail(new HttpTimeout(phase.connected ? 'request' : 'connect', t.total!)), t.total);
-  }
-  if (t.idle !== undefined) {
-    req.setTimeout(t.idle, () => fail(new HttpTimeout(!phase.connected ? 'connect' : phase.responded ? 'socket' : 'response', t.idle!)));
-  }
-  return () => {
-    if (total) clearTimeout(total);
-    req.setTimeout(0);
-  };
+/** How a request reaches its URL: got's options for it, and the proxy if there is one. */
+interface Route {
+  proxy?: URL;
+  /** CONNECT tunnel (https:// through a proxy) rather than a request in absolute form. */
+  tunnel?: boolean;
+  options: Record<string, unknown>;
 }
 
-async function resolveTarget(urlText: string, connections: Connections): Promise<{ url: URL; target: { mod: typeof http | typeof https; agent: http.Agent } }> {
-  const url = parseHttpUrl(urlText);
-  return { url, target: await connections.forUrl(url) };
-}
+/** Connection failures that happen before anything reaches the other end. */
+const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ECONNRESET', 'ETIMEDOUT']);
+/** Codes of a certificate node could not verify (OpenSSL's, and node's name check). */
+const CERTIFICATE_CODE = /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|UNABLE_TO_GET_ISSUER|ERR_TLS_CERT_ALTNAME_INVALID/;
 
-/** Marks `phase.connected` once the socket is connected (at once for a reused keep-alive socket). */
-function watchConnect(req: http.ClientRequest, phase: { connected: boolean }): void {
-  req.once('socket', (socket: Socket) => {
-    if (!socket.connecting) phase.connected = true;
-    else socket.once('connect', () => (phase.connected = true));
-  });
-}
-
-export const asFailure = (err: unknown): Error => {
-  if (err instanceof HttpTimeout || err instanceof HttpFailure || err instanceof FileChangedError || err instanceof ReplyTooLarge) return err;
-  const e = err as NodeJS.ErrnoException;
-  return new HttpFailure(e?.code, e?.message ?? String(err));
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed', 407: 'Proxy Authentication Required',
+  500: 'Internal Server Error', 502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout',
 };
 
 /**
- * GETs url; resolves with the response once its head is in (the caller reads the body).
- * The idle timeout keeps watching the body; `done()` disarms it and must be called when
- * the caller is finished with the response (also on errors).
+ * All the HTTP of one client: its agents (kept-alive connections, one set per route), its
+ * requests in flight; destroy() ends them all.
  */
-export function getStream(
-  urlText: string,
-  opts: { connections: Connections; idleMs: number; userAgent: string },
-): { response: Promise<http.IncomingMessage>; destroy: (err?: Error) => void; done: () => void } {
-  const phase = { connected: false, responded: false };
-  let req: http.ClientRequest | undefined;
-  let disarm: () => void = () => undefined;
-  let destroyedBy: { err: Error | undefined } | undefined;
-  const response = resolveTarget(urlText, opts.connections).then(({ url, target }) => new Promise<http.IncomingMessage>((resolve, reject) => {
-    req = target.mod.request(url, { method: 'GET', agent: target.agent, headers: { 'user-agent': opts.userAgent } });
-    if (destroyedBy) req.destroy(destroyedBy.err);
-    let res: http.IncomingMessage | undefined;
-    disarm = armTimeouts(req, { idle: opts.idleMs }, phase, (err) => {
-      if (res) res.destroy(err);
-      else reject(err);
-      req!.destroy(err);
+export class HttpClient {
+  private libs: Promise<{ got: Got }> | undefined;
+  private readonly agents = new Map<string, Promise<http.Agent>>();
+  private secureContext: tls.SecureContext | undefined;
+  private readonly inFlight = new Set<GotRequest>();
+  private destroyed = false;
+
+  constructor(private readonly network: NetworkSettings = {}) {}
+
+  private load(): Promise<{ got: Got }> {
+    return (this.libs ??= import('got').then((m) => ({ got: m.default })));
+  }
+
+  /** The trusted certificates as one secure context, made once (network.ts, trustSources). */
+  private async trust(): Promise<tls.SecureContext> {
+    if (this.secureContext) return this.secureContext;
+    const tlsModule = await import('node:tls');
+    const ca: string[] = [...tlsModule.rootCertificates];
+    // The same file is often named twice (SSL_CERT_FILE and NODE_EXTRA_CA_CERTS, a
+    // directory's hash links to its *.pem files): each is read once.
+    const read = new Set<string>();
+    for (const source of trustSources(this.network)) {
+      for (const file of source.files) {
+        try {
+          const real = fs.realpathSync(file);
+          if (read.has(real)) continue;
+          read.add(real);
+          ca.push(fs.readFileSync(real, 'latin1'));
+        } catch (err) {
+          // A trust source that cannot be read is not fatal (the others still count); the
+          // TLS error, if one follows, lists the sources.
+          if (source.label.startsWith('--ca-file')) throw new HttpFailure('ENOENT', `cannot read the CA file ${file}: ${(err as Error).message}`);
+        }
+      }
+    }
+    return (this.secureContext ??= tlsModule.createSecureContext({ ca }));
+  }
+
+  private agent(key: string, make: () => Promise<http.Agent>): Promise<http.Agent> {
+    let agent = this.agents.get(key);
+    if (!agent) {
+      agent = make();
+      this.agents.set(key, agent);
+    }
+    return agent;
+  }
+
+  /** got's options that take a request to `url` by its route. */
+  private async route(url: URL): Promise<Route> {
+    let choice;
+    try {
+      choice = chooseProxy(url, this.network);
+    } catch (err) {
+      if (err instanceof ProxySettingError) throw new HttpFailure('EPROXYSETTING', err.message, 'proxy');
+      throw err;
+    }
+    const keepAlive = { keepAlive: true, maxSockets: 64 };
+    const proxy = choice.proxy;
+    if (!proxy) {
+      if (url.protocol === 'http:') {
+        const agent = await this.agent('direct http', async () => new (await import('node:http')).Agent(keepAlive));
+        return { options: { agent: { http: agent } } };
+      }
+      const secureContext = await this.trust();
+      const agent = await this.agent('direct https', async () => new (await import('node:https')).Agent({ ...keepAlive, secureContext }));
+      return { options: { agent: { https: agent } } };
+    }
+    // An https:// proxy's own certificate is checked against the same trust.
+    const proxyContext = proxy.protocol === 'https:' ? { secureContext: await this.trust() } : {};
+    if (url.protocol === 'https:') {
+      // A CONNECT tunnel to the project, TLS with it inside (hpagent).
+      const secureContext = await this.trust();
+      const agent = await this.agent(`connect ${proxy.href}`, async () => {
+        const { HttpsProxyAgent } = await import('hpagent');
+        return new HttpsProxyAgent({ ...keepAlive, proxy, secureContext, proxyRequestOptions: proxyContext as object });
+      });
+      return { proxy, tunnel: true, options: { agent: { https: agent } } };
+    }
+    // http:// through the proxy: the request line carries the absolute URL (no credentials:
+    // those go as Authorization, set by got), Proxy-Authorization the proxy's.
+    const agent = await this.agent(`forward ${proxy.href}`, async () =>
+      proxy.protocol === 'https:' ? new (await import('node:https')).Agent({ ...keepAlive, ...proxyContext }) : new (await import('node:http')).Agent(keepAlive),
+    );
+    const requestModule = proxy.protocol === 'https:' ? await import('node:https') : await import('node:http');
+    const proxyAuth = proxy.username || proxy.password ? `Basic ${Buffer.from(`${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`).toString('base64')}` : undefined;
+    const request = (target: URL, options: http.RequestOptions, callback?: (res: http.IncomingMessage) => void) =>
+      requestModule.request(
+        {
+          ...options,
+          protocol: proxy.protocol,
+          host: proxy.hostname.replace(/^\[(.*)\]$/, '$1'),
+          hostname: proxy.hostname.replace(/^\[(.*)\]$/, '$1'),
+          port: Number(proxy.port) || (proxy.protocol === 'https:' ? 443 : 80),
+          path: `${target.protocol}//${target.host}${target.pathname}${target.search}`,
+          agent,
+          headers: { ...options.headers, host: target.host, ...(proxyAuth ? { 'proxy-authorization': proxyAuth } : {}) },
+        },
+        callback,
+      );
+    return { proxy, options: { request } };
+  }
+
+  /** A failure of a request by `route` as the transport reports it: which hop, which code. */
+  private failure(err: unknown, route: Route | undefined, url: URL, answered: boolean): Error {
+    if (err instanceof HttpTimeout || err instanceof HttpFailure || err instanceof FileChangedError || err instanceof ReplyTooLarge) return err;
+    const e = err as { code?: string; message?: string; cause?: unknown; name?: string };
+    const cause = e.cause as { code?: string; message?: string } | undefined;
+    if (cause instanceof FileChangedError || cause instanceof ReplyTooLarge || cause instanceof HttpFailure) return cause;
+    const code = cause?.code ?? e.code;
+    const message = cause?.message ?? e.message ?? String(err);
+    const proxy = route?.proxy ? redactUrl(route.proxy) : undefined;
+    if (proxy && !answered) {
+      const bad = /^Bad response: (\d+)$/.exec(message);
+      if (bad) {
+        const status = Number(bad[1]);
+        const what = status === 407 ? 'asks for authentication (HTTP 407 Proxy Authentication Required): its user and password are missing or wrong' : `answered the CONNECT to ${url.host} with HTTP ${status}${STATUS_TEXT[status] ? ' ' + STATUS_TEXT[status] : ''}: it cannot reach the project or will not`;
+        return new HttpFailure('EPROXY', `proxy ${proxy} ${what}`, 'proxy', status);
+      }
+      if (code && CONNECT_CODES.has(code) && (!route?.tunnel || !isTlsPhase(message))) {
+        return new HttpFailure(code, `proxy ${proxy} failed: ${code}: ${message}`, 'proxy');
+      }
+    }
+    if (code && CERTIFICATE_CODE.test(code)) {
+      const trust = trustSources(this.network).map((s) => s.label).join(', ');
+      return new HttpFailure(code, `certificate problem with ${url.host}: ${message} (${code}); trusted: ${trust}`, 'tls');
+    }
+    if (answered) return new HttpFailure('ECONNRESET', 'the connection closed before the reply was complete');
+    return new HttpFailure(code, message);
+  }
+
+  private timeouts(t: Timeouts): Record<string, number> {
+    if (t.total !== undefined) return { request: t.total };
+    if (t.idle !== undefined) return { connect: t.idle, socket: t.idle };
+    return {};
+  }
+
+  /** got's TimeoutError as our HttpTimeout: 'connect' when nothing was sent yet. */
+  private timeout(err: unknown, t: Timeouts): HttpTimeout | undefined {
+    const e = err as { name?: string; event?: string; timings?: { upload?: number } };
+    if (e?.name !== 'TimeoutError') return undefined;
+    const ms = (t.total ?? t.idle)!;
+    const sent = e.timings?.upload !== undefined;
+    if (!sent) return new HttpTimeout('connect', ms);
+    return new HttpTimeout(e.event === 'request' ? 'request' : e.event === 'response' ? 'response' : 'socket', ms);
+  }
+
+  private common(route: Route, t: Timeouts, userAgent: string, signal?: AbortSignal): Record<string, unknown> {
+    return {
+      ...route.options,
+      retry: { limit: 0 },
+      followRedirect: false,
+      throwHttpErrors: false,
+      decompress: false,
+      timeout: this.timeouts(t),
+      headers: { 'user-agent': userAgent },
+      ...(signal ? { signal } : {}),
+    };
+  }
+
+  private track(req: GotRequest): () => void {
+    if (this.destroyed) req.destroy();
+    this.inFlight.add(req);
+    return () => this.inFlight.delete(req);
+  }
+
+  /**
+   * POSTs the multipart body (multipart.ts); resolves with the whole reply (any status). A
+   * reply longer than `maxReplyBytes` fails with ReplyTooLarge as soon as that is known.
+   */
+  async post(
+    urlText: string,
+    form: { getHeaders(): Record<string, string>; getLengthSync(): number } & NodeJS.ReadableStream,
+    opts: { timeouts: Timeouts; userAgent: string; maxReplyBytes: number; signal?: AbortSignal },
+  ): Promise<PostReply> {
+    const url = parseHttpUrl(urlText);
+    if (opts.signal?.aborted) throw new HttpFailure('ABORT_ERR', 'aborted');
+    if (this.destroyed) throw new HttpFailure('ECONNRESET', 'client closed');
+    const [{ got }, route] = await Promise.all([this.load(), this.route(url)]);
+    const options = this.common(route, opts.timeouts, opts.userAgent, opts.signal);
+    const req = got.stream.post(url, {
+      ...options,
+      body: form,
+      headers: { ...(options.headers as object), ...form.getHeaders(), 'content-length': String(form.getLengthSync()) },
+    } as never);
+    const untrack = this.track(req);
+    return new Promise<PostReply>((resolve, reject) => {
+      let res: http.IncomingMessage | undefined;
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      let settled = false;
+      const fail = (err: unknown) => {
+        if (settled) return;
+        settled = true;
+        untrack();
+        req.destroy();
+        reject(this.timeout(err, opts.timeouts) ?? this.failure(err, route, url, res !== undefined));
+      };
+      req.on('response', (r: http.IncomingMessage) => {
+        res = r;
+        const proxyRefusal = this.proxyAnswer(route, r.statusCode ?? 0, r.statusMessage);
+        if (proxyRefusal) return fail(proxyRefusal);
+        const announced = Number(r.headers['content-length']);
+        if (announced > opts.maxReplyBytes) fail(new ReplyTooLarge(opts.maxReplyBytes, r.statusCode ?? 0));
+      });
+      req.on('data', (chunk: Buffer) => {
+        bytes += chunk.length;
+        if (bytes > opts.maxReplyBytes) return fail(new ReplyTooLarge(opts.maxReplyBytes, res?.statusCode ?? 0));
+        chunks.push(chunk);
+      });
+      req.on('error', fail);
+      req.on('end', () => {
+        if (settled) return;
+        settled = true;
+        untrack();
+        resolve({ status: res?.statusCode ?? 0, statusMessage: res?.statusMessage ?? '', headers: res?.headers ?? {}, body: Buffer.concat(chunks, bytes) });
+      });
     });
-    watchConnect(req, phase);
-    req.once('error', (err) => reject(asFailure(err)));
-    req.once('response', (r) => {
-      res = r;
-      phase.responded = true;
-      // After the head, errors of the exchange reach the body stream's reader.
-      req!.on('error', (err) => r.destroy(asFailure(err)));
-      r.on('aborted', () => r.destroy(new HttpFailure('ECONNRESET', 'the connection closed before the download was complete')));
-      resolve(r);
-    });
-    req.end();
-  }));
-  return {
-    response,
-    destroy: (err) => {
-      destroyedBy ??= { err };
-      req?.destroy(err);
-    },
-    done: () => disarm(),
-  };
+  }
+
+  /** A 407 on a request in absolute form is the proxy's: a failure naming it. */
+  private proxyAnswer(route: Route, status: number, statusMessage: string | undefined): HttpFailure | undefined {
+    if (!route.proxy || route.tunnel || status !== 407) return undefined;
+    return new HttpFailure('EPROXY', `proxy ${redactUrl(route.proxy)} asks for authentication (HTTP 407 ${statusMessage || 'Proxy Authentication Required'}): its user and password are missing or wrong`, 'proxy', 407);
+  }
+
+  /**
+   * GETs url; resolves with the reply once its head is in (the caller reads the body). The
+   * idle timeout keeps watching the body; destroy() ends the request.
+   */
+  getStream(urlText: string, opts: { idleMs: number; userAgent: string }): { response: Promise<DownloadReply>; destroy: (err?: Error) => void } {
+    let req: GotRequest | undefined;
+    let destroyedBy: { err: Error | undefined } | undefined;
+    const t = { idle: opts.idleMs };
+    const response = (async () => {
+      const url = parseHttpUrl(urlText);
+      const [{ got }, route] = await Promise.all([this.load(), this.route(url)]);
+      const r = got.stream(url, this.common(route, t, opts.userAgent) as never);
+      req = r;
+      const untrack = this.track(r);
+      r.once('close', untrack);
+      if (destroyedBy) r.destroy(destroyedBy.err);
+      return new Promise<DownloadReply>((resolve, reject) => {
+        let answered = false;
+        r.once('error', (err) => reject(this.timeout(err, t) ?? this.failure(err, route, url, answered)));
+        r.once('response', (res: http.IncomingMessage) => {
+          answered = true;
+          const proxyRefusal = this.proxyAnswer(route, res.statusCode ?? 0, res.statusMessage);
+          if (proxyRefusal) return reject(proxyRefusal);
+          // After the head, errors of the exchange reach the body's reader, mapped.
+          r.removeAllListeners('error');
+          resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, body: mappedErrors(r, (err) => this.timeout(err, t) ?? this.failure(err, route, url, true)) });
+        });
+      });
+    })();
+    return {
+      response,
+      destroy: (err) => {
+        destroyedBy ??= { err };
+        req?.destroy(err);
+      },
+    };
+  }
+
+  destroy(): void {
+    this.destroyed = true;
+    for (const req of this.inFlight) req.destroy(new HttpFailure('ECONNRESET', 'client closed'));
+    this.inFlight.clear();
+    for (const agent of this.agents.values()) void agent.then((a) => a.destroy(), () => undefined);
+  }
+}
+
+/** Whether a connection failure's message is of the TLS handshake (inside a tunnel: the project's). */
+function isTlsPhase(message: string): boolean {
+  return /TLS|SSL|secure/i.test(message);
+}
+
+/**
+ * The body stream of a download, its errors mapped by `map` (a got error as the transport
+ * reports it). Returns a PassThrough fed by the got request.
+ */
+function mappedErrors(r: GotRequest, map: (err: unknown) => Error): DownloadReply['body'] {
+  const out = new PassThrough();
+  r.on('data', (c: Buffer) => {
+    if (!out.write(c)) r.pause();
+  });
+  out.on('drain', () => r.resume());
+  r.on('end', () => out.end());
+  r.on('error', (err) => out.destroy(map(err)));
+  const destroy = out.destroy.bind(out);
+  out.destroy = ((err?: Error) => {
+    r.destroy();
+    return destroy(err);
+  });
+  return out;
 }

@@ -1,5 +1,5 @@
 /**
- * HTTP for the BOINC RPCs (post.ts for the POSTs, http.ts for downloads): a timeout per
+ * HTTP for the BOINC RPCs (http.ts, on got, for the POSTs and the downloads): a timeout per
  * attempt, retries with exponential backoff and jitter for calls that are safe to repeat,
  * bounded concurrency,
  * streamed multipart uploads and streamed downloads, cancellation by AbortSignal.
@@ -15,7 +15,6 @@
 import PQueue from 'p-queue';
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
-import type * as http from 'node:http';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
@@ -24,9 +23,9 @@ import { xmlEscape } from './xml.js';
 import { ErrorBodyCheck, ErrorBodyFound, MAX_REDIRECTS, REDIRECTS, readSome, redirectTarget, stripTags } from './download-body.js';
 import { redactBoincCredentials } from './redact.js';
 import { MAX_TIMED_OUT_ATTEMPTS, Retries, sleep, type RetryPolicy } from './retry.js';
-import { Connections, FileChangedError, HttpFailure, HttpTimeout, ReplyTooLarge, getStream } from './http.js';
-import { postMultipart, type FilePart } from './post.js';
-import { DEFAULT_SPARE_LIMITS } from './spare.js';
+import { HttpClient, FileChangedError, HttpFailure, HttpTimeout, ReplyTooLarge, type DownloadReply } from './http.js';
+import { requestForm, type FilePart } from './multipart.js';
+import { proxySecrets, type NetworkSettings } from './network.js';
 
 export interface TransportOptions {
   timeoutMs: number;
@@ -36,8 +35,8 @@ export interface TransportOptions {
   retryBaseMs: number;
   concurrency: number;
   authenticator: string;
-  /** BoincClientOptions.connectAheadMs. */
-  connectAheadMs: number;
+  /** BoincClientOptions.network: proxy and trust settings. */
+  network?: NetworkSettings;
   log?: (line: string) => void;
 }
 
@@ -63,23 +62,25 @@ const USER_AGENT = 'boinc-gahp';
 class AbortedWhileQueued extends Error {}
 
 /** Codes of failures that happen before the request could reach the server. */
-const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ERR_INVALID_URL']);
+const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ERR_INVALID_URL', 'EPROXY', 'EPROXYSETTING']);
 
 
 export class Transport {
-  private readonly connections: Connections;
+  private readonly http: HttpClient;
   private readonly queue: PQueue;
   private readonly secrets: string[];
   private closed = false;
 
   constructor(private readonly opts: TransportOptions) {
-    this.connections = new Connections({ ...DEFAULT_SPARE_LIMITS, maxIdleMs: Math.max(0, opts.connectAheadMs) });
+    this.http = new HttpClient(opts.network);
     this.queue = new PQueue({ concurrency: Math.max(1, opts.concurrency) });
     const a = opts.authenticator;
-    this.secrets = a ? [...new Set([a, encodeURIComponent(a), xmlEscape(a)])].filter((s) => s.length > 0) : [];
+    const authenticator = a ? [a, encodeURIComponent(a), xmlEscape(a)] : [];
+    // The proxy's user and password are secrets as the authenticator is.
+    this.secrets = [...new Set([...authenticator, ...proxySecrets(opts.network)])].filter((s) => s.length > 0).sort((x, y) => y.length - x.length);
   }
 
-  /** Removes the authenticator (raw, URL- or XML-encoded) and whatever stands where BOINC's wire format carries one. */
+  /** Removes the authenticator (raw, URL- or XML-encoded), the proxy's credentials and whatever stands where BOINC's wire format carries an authenticator. */
   redact(s: string): string {
     let out = s;
     for (const secret of this.secrets) {
@@ -132,10 +133,20 @@ export class Transport {
     }
     const e = err as { code?: string; message?: string };
     const code = e?.code;
+    // A proxy setting that cannot work (not a URL, a scheme not supported): nothing was sent.
+    if (code === 'EPROXYSETTING') return new BoincRpcError(rpc, 'local', this.redact(e.message ?? ''), { code: 'proxy' });
     const timeout = err instanceof HttpTimeout;
-    const notSent = timeout ? err.event === 'connect' : code !== undefined && NOT_SENT_CODES.has(code);
-    const message = timeout ? err.message : `${code ? code + ': ' : ''}${e?.message ?? String(err)}`;
-    return new BoincRpcError(rpc, 'transport', this.redact(message), { uncertain: !notSent, ...(timeout ? { timedOut: true } : {}) });
+    const hop = err instanceof HttpFailure ? err.hop : undefined;
+    // A certificate problem fails before anything is sent, as does a proxy that refused.
+    const notSent = timeout ? err.event === 'connect' : hop === 'tls' || (code !== undefined && NOT_SENT_CODES.has(code));
+    // The messages of the proxy's and the certificate's failures say what they are already.
+    const message = timeout || hop ? (e.message ?? '') : `${code ? code + ': ' : ''}${e?.message ?? String(err)}`;
+    return new BoincRpcError(rpc, 'transport', this.redact(message), {
+      uncertain: !notSent,
+      ...(timeout ? { timedOut: true } : {}),
+      ...(hop === 'proxy' ? { code: 'proxy' as const } : hop === 'tls' ? { code: 'certificate' as const } : {}),
+      ...(err instanceof HttpFailure && err.proxyStatus !== undefined ? { httpStatus: err.proxyStatus } : {}),
+    });
   }
 
   /** The error of a call stopped by its signal; `mayHaveReached`: an attempt was under way. */
@@ -177,6 +188,9 @@ export class Transport {
    * others only when the request cannot have reached the server (connection refused, DNS).
    */
   private isRetryable(err: BoincRpcError, idempotent: boolean): boolean {
+    // A certificate not trusted, a proxy setting that cannot work or a proxy asking for
+    // credentials: repeating cannot change them.
+    if (err.code === 'certificate' || (err.code === 'proxy' && err.options.httpStatus === 407)) return false;
     if (!idempotent) return err.kind === 'transport' && !err.uncertain;
     return err.kind === 'transport' || err.code === 'cut-short';
   }
@@ -251,9 +265,9 @@ export class Transport {
     const parts = this.fileParts(rpc, opts.files);
     const script = url.slice(url.lastIndexOf('/') + 1);
     let res;
+    const form = requestForm(request, parts);
     try {
-      res = await postMultipart(url, request, parts, {
-        connections: this.connections,
+      res = await this.http.post(url, form.form, {
         // Uploads may take long: there the timeout is for inactivity and for the answer.
         timeouts: opts.files ? { idle: this.opts.timeoutMs } : { total: this.opts.timeoutMs },
         userAgent: USER_AGENT,
@@ -264,10 +278,12 @@ export class Transport {
       const e = opts.signal?.aborted ? this.abortedError(rpc, opts.signal, true) : this.transportError(rpc, err);
       this.log(`boinc-rpc ${rpc} ${script} failed after ${Date.now() - started} ms: ${e.serverMessage}`);
       throw e;
+    } finally {
+      form.close();
     }
     const status = res.status;
     const body = res.body;
-    this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} ${body.length} bytes in ${Date.now() - started} ms${res.ahead ? ' (connection opened ahead)' : ''}`);
+    this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} ${body.length} bytes in ${Date.now() - started} ms`);
     if (status >= 500) {
       throw new BoincRpcError(rpc, 'transport', `HTTP ${status}${res.statusMessage ? ' ' + res.statusMessage : ''}`, {
         httpStatus: status,
@@ -302,13 +318,13 @@ export class Transport {
     // origin, or the next request would hand the secret to whoever the redirect names.
     const origin = new URL(url).origin;
     let current = url;
-    let get = getStream(current, { connections: this.connections, idleMs: this.opts.timeoutMs, userAgent: USER_AGENT });
-    let response: http.IncomingMessage | undefined;
+    let get = this.http.getStream(current, { idleMs: this.opts.timeoutMs, userAgent: USER_AGENT });
+    let response: DownloadReply | undefined;
     let out: fs.WriteStream | undefined;
     let check: ErrorBodyCheck | undefined;
     const onAbort = () => {
       const e = this.abortedError(rpc, signal!, false);
-      response?.destroy(e);
+      response?.body.destroy(e);
       get.destroy(e);
     };
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -317,14 +333,13 @@ export class Transport {
         response = await get.response;
         const to = REDIRECTS.has(response.statusCode ?? 0) ? redirectTarget(response.headers.location, current) : undefined;
         if (!to || to.origin !== origin || hops >= MAX_REDIRECTS) break;
-        response.resume();
-        get.done();
+        response.body.resume();
         current = to.href;
-        get = getStream(current, { connections: this.connections, idleMs: this.opts.timeoutMs, userAgent: USER_AGENT });
+        get = this.http.getStream(current, { idleMs: this.opts.timeoutMs, userAgent: USER_AGENT });
       }
       const status = response.statusCode ?? 0;
       if (status < 200 || status >= 300) {
-        const text = await readSome(response, 64 * 1024).catch(() => '');
+        const text = await readSome(response.body, 64 * 1024).catch(() => '');
         this.log(`boinc-rpc ${rpc} get_output.php HTTP ${status} in ${Date.now() - started} ms`);
         const to = status >= 300 && status < 400 ? redirectTarget(response.headers.location, current) : undefined;
         // Only the target's origin: its path and query may carry the authenticator on.
@@ -336,7 +351,7 @@ export class Transport {
       check = new ErrorBodyCheck();
       try {
         out = fs.createWriteStream(tmp, { flags: 'wx' });
-        await pipeline(response, check, out);
+        await pipeline(response.body, check, out);
       } catch (err) {
         if (err instanceof ErrorBodyFound) {
           this.log(`boinc-rpc ${rpc} get_output.php HTTP ${status} error body in ${Date.now() - started} ms`);
@@ -349,7 +364,7 @@ export class Transport {
       return { bytes: check.bytes };
     } catch (err) {
       progress.bytes = check?.bytes ?? 0;
-      response?.destroy();
+      response?.body.destroy();
       get.destroy();
       if (out) {
         // The file may still be opening: wait until it is closed, or it reappears after rm.
@@ -364,7 +379,6 @@ export class Transport {
       }
       throw this.transportError(rpc, err);
     } finally {
-      get.done();
       signal?.removeEventListener('abort', onAbort);
     }
   }
@@ -373,6 +387,6 @@ export class Transport {
     // Queued calls are not dropped (their promises would never settle): they start, see
     // `closed` and fail; calls in flight fail when their sockets are destroyed.
     this.closed = true;
-    this.connections.destroy();
+    this.http.destroy();
   }
 }

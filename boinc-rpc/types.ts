@@ -2,6 +2,7 @@
  * The typed surface of the BOINC remote-submission web RPCs (see docs/boinc-server.md).
  * No GAHP knowledge here: these are BOINC's own concepts.
  */
+import type { NetworkSettings } from './network.js';
 
 export interface BoincClientOptions {
   /** Project URL, ending with `/`; script names are appended to it. */
@@ -31,12 +32,10 @@ export interface BoincClientOptions {
    */
   maxReplyBytes?: number;
   /**
-   * Once calls come in a burst (two within a second), each opens the connection of the next
-   * call while it is answered, which the next takes if it comes within this many
-   * milliseconds; else it is closed unused (default DEFAULT_CONNECT_AHEAD_MS, 2000; 0: never
-   * opened ahead). boinc-rpc/spare.ts.
+   * Proxy and trust settings (boinc-rpc/network.ts): `--proxy`, `--no-proxy`, `--ca-file`,
+   * and where the proxy and trust variables are read (default: process.env, as curl reads them).
    */
-  connectAheadMs?: number;
+  network?: NetworkSettings;
   /** Optional debug sink for one line per call (already redacted). */
   log?: (line: string) => void;
 }

@@ -7,6 +7,7 @@
 import { Logger, type LogLevel } from '../log.js';
 import type { GahpRunOptions } from './run-gahp.js';
 import { defaultStateDir } from './settings.js';
+import type { NetworkSettings } from '../../boinc-rpc/network.js';
 
 export const EXIT_OK = 0;
 export const EXIT_FAILED = 1;
@@ -23,8 +24,12 @@ export interface GlobalOptions {
   rpcTimeout?: number;
   commandTimeout?: number;
   concurrency?: number;
-  /** Seconds a connection opened ahead for the next RPC may wait (0: none opened). */
-  connectAhead?: number;
+  /** The proxy of every RPC, overriding the environment's ('' for none); boinc-rpc/network.ts. */
+  proxy?: string;
+  /** Hosts reached without the proxy, overriding no_proxy / NO_PROXY. */
+  noProxy?: string;
+  /** A PEM bundle of CA certificates trusted in addition. */
+  caFile?: string;
   maxFileUploads?: number;
   postMaxSize?: number;
   uploadMaxFilesize?: number;
@@ -41,6 +46,15 @@ export function makeLogger(g: GlobalOptions): Logger {
   return Logger.silent();
 }
 
+/** The proxy and trust settings of the options (the environment's variables are read by boinc-rpc). */
+export function networkSettings(g: GlobalOptions): NetworkSettings {
+  return {
+    ...(g.proxy !== undefined ? { proxy: g.proxy } : {}),
+    ...(g.noProxy !== undefined ? { noProxy: g.noProxy } : {}),
+    ...(g.caFile !== undefined ? { caFile: g.caFile } : {}),
+  };
+}
+
 export function runOptions(g: GlobalOptions): Omit<GahpRunOptions, 'input' | 'output'> {
   return {
     stateDir: g.stateDir ?? defaultStateDir(),
@@ -48,7 +62,7 @@ export function runOptions(g: GlobalOptions): Omit<GahpRunOptions, 'input' | 'ou
     rpcTimeoutMs: g.rpcTimeout ? g.rpcTimeout * 1000 : undefined,
     commandTimeoutMs: g.commandTimeout !== undefined ? g.commandTimeout * 1000 : undefined,
     rpcConcurrency: g.concurrency,
-    connectAheadMs: g.connectAhead !== undefined ? g.connectAhead * 1000 : undefined,
+    network: networkSettings(g),
     maxFileUploads: g.maxFileUploads,
     postMaxSize: g.postMaxSize,
     uploadMaxFilesize: g.uploadMaxFilesize,

@@ -18,6 +18,7 @@ import type { Ledger } from '../ledger/types.js';
 import type { Command } from '../protocol/commands.js';
 import type { ProgressSink } from '../staging/progress.js';
 import { redactBoincCredentials } from '../../boinc-rpc/redact.js';
+import { proxySecrets, type NetworkSettings } from '../../boinc-rpc/network.js';
 
 export interface GahpRunOptions {
   stateDir?: string;
@@ -31,8 +32,8 @@ export interface GahpRunOptions {
    */
   commandTimeoutMs?: number;
   rpcConcurrency?: number;
-  /** BoincClientOptions.connectAheadMs (undefined: its default). */
-  connectAheadMs?: number;
+  /** BoincClientOptions.network: --proxy, --no-proxy, --ca-file (the environment's variables are read by boinc-rpc). */
+  network?: NetworkSettings;
   commandConcurrency?: number;
   leaseSeconds?: number;
   maxLineBytes?: number;
@@ -73,9 +74,11 @@ export function createServices(opts: GahpRunOptions): GahpServices {
   const session = new ProjectSession((o) => new BoincClient(o), {
     timeoutMs: opts.rpcTimeoutMs,
     concurrency: opts.rpcConcurrency,
-    ...(opts.connectAheadMs !== undefined ? { connectAheadMs: opts.connectAheadMs } : {}),
+    ...(opts.network ? { network: opts.network } : {}),
     log: (line) => log.debug(line),
   });
+  // The proxy's user and password never reach the log, as the authenticator does not.
+  for (const secret of proxySecrets(opts.network)) log.addSecret(secret);
   if (opts.projectUrl && opts.authenticator) {
     log.addSecret(opts.authenticator);
     session.select({ url: opts.projectUrl.endsWith('/') ? opts.projectUrl : opts.projectUrl + '/', authenticator: opts.authenticator });

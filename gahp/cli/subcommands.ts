@@ -10,7 +10,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
 import { defaultStateDir, readAuthenticator, UsageError } from './settings.js';
-import { EXIT_FAILED, EXIT_OK, runOptions, type GlobalOptions } from './options.js';
+import { EXIT_FAILED, EXIT_OK, networkSettings, runOptions, type GlobalOptions } from './options.js';
+import { describeNetwork } from '../../boinc-rpc/network.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';
 import type { LedgerBatch } from '../ledger/types.js';
 import { ProgressLine } from './progress.js';
@@ -76,6 +77,8 @@ async function callReporting(client: GahpClient, g: GlobalOptions, label: string
  */
 export async function pingCmd(g: GlobalOptions): Promise<number> {
   const project = projectFrom(g);
+  // Which way the RPCs go, printed first: a failure below is read against it.
+  for (const line of networkLines(project.url, g)) process.stdout.write(`${line}\n`);
   return withProject(g, async (client) => {
     const started = Date.now();
     const r = await callReporting(client, g, 'pinging the project', 'BOINC_PING', []);
@@ -94,6 +97,13 @@ export async function pingCmd(g: GlobalOptions): Promise<number> {
     process.stdout.write(`ok: ${project.url} answered in ${ms} ms and accepts the account\n`);
     return EXIT_OK;
   });
+}
+
+/** The proxy (without credentials) and the trust sources of requests to url, for people. */
+export function networkLines(url: string, g: GlobalOptions): string[] {
+  const net = describeNetwork(url, networkSettings(g));
+  const proxy = net.proxy ?? `none (direct${net.bypassedBy ? `: bypassed by ${net.bypassedBy}` : ''})`;
+  return [`proxy: ${proxy}`, `trust: ${net.trustSources.join('; ')}`];
 }
 
 export interface FetchOptions {

@@ -2,25 +2,25 @@
  * An upload's file parts against a real loopback HTTP server: the body carries each file's
  * bytes exactly, and a file whose size is not the one its part was announced with (it grew
  * or shrank after it was stat'ed) fails the request with FileChangedError instead of a body
- * of the wrong length. Small files (read whole, synchronously) and one larger than the
- * upload buffer (read in chunks) both.
+ * of the wrong length. Small files and one larger than a read chunk (read in several)
+ * both.
  */
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Connections, FileChangedError } from '../../boinc-rpc/http.js';
-import { postMultipart, type FilePart } from '../../boinc-rpc/post.js';
+import { HttpClient, FileChangedError } from '../../boinc-rpc/http.js';
+import { requestForm, type FilePart } from '../../boinc-rpc/multipart.js';
 
 const SMALL = 1000;
-/** Larger than the upload buffer (256 KiB): read in several chunks. */
+/** Larger than a read chunk (256 KiB, boinc-rpc/multipart.ts): read in several. */
 const BIG = 600 * 1024;
 
 let server: http.Server;
 let url: string;
 let tmp: string;
-let connections: Connections;
+let connections: HttpClient;
 /** Bodies the server received whole. */
 const bodies: Buffer[] = [];
 
@@ -40,7 +40,7 @@ beforeAll(async () => {
 });
 
 beforeEach(() => {
-  connections = new Connections();
+  connections = new HttpClient();
   bodies.length = 0;
 });
 
@@ -60,7 +60,14 @@ function file(name: string, bytes: number): string {
   return p;
 }
 
-const post = (files: FilePart[]) => postMultipart(url, '<req/>', files, { connections, timeouts: { idle: 10_000 }, userAgent: 'test', maxReplyBytes: 1024 });
+const post = async (files: FilePart[]) => {
+  const body = requestForm('<req/>', files);
+  try {
+    return await connections.post(url, body.form, { timeouts: { idle: 10_000 }, userAgent: 'test', maxReplyBytes: 1024 });
+  } finally {
+    body.close();
+  }
+};
 
 test('each file part carries the file exactly, small and large', async () => {
   const a = file('a', SMALL);

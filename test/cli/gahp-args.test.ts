@@ -20,9 +20,10 @@ test('plain GAHP lines and BOINC_GAHP_* variables are read as commander would', 
   expect(plainGahpOptions(['--state-dir', '/cli'], { BOINC_GAHP_STATE_DIR: '/env', BOINC_GAHP_COMMAND_TIMEOUT: '60', BOINC_GAHP_PROJECT_URL: 'http://p/', BOINC_GAHP_AUTHENTICATOR_FILE: '/a' }, false)).toEqual({
     stateDir: '/cli', commandTimeout: 60, projectUrl: 'http://p/', authenticatorFile: '/a', logLevel: 'debug',
   });
-  expect(plainGahpOptions(['--connect-ahead', '0.5'], {}, false)).toEqual({ connectAhead: 0.5, logLevel: 'debug' });
-  expect(plainGahpOptions([], { BOINC_GAHP_CONNECT_AHEAD: '0' }, false)).toEqual({ connectAhead: 0, logLevel: 'debug' });
-  expect(plainGahpOptions(['--connect-ahead', '-1'], {}, false)).toBeUndefined();
+  expect(plainGahpOptions(['--proxy', 'http://p:3128', '--ca-file', '/ca.pem'], {}, false)).toEqual({ proxy: 'http://p:3128', caFile: '/ca.pem', logLevel: 'debug' });
+  expect(plainGahpOptions([], { BOINC_GAHP_PROXY: '', BOINC_GAHP_NO_PROXY: '.example.org', BOINC_GAHP_CA_FILE: '/ca.pem' }, false)).toEqual({ proxy: '', noProxy: '.example.org', caFile: '/ca.pem', logLevel: 'debug' });
+  // The option that opened connections ahead is gone: commander rejects it.
+  expect(plainGahpOptions(['--connect-ahead', '2'], {}, false)).toBeUndefined();
 });
 
 test('--command-timeout: 0 means none; without it the GAHP stops a command just before the gridmanager\'s 300 s call timeout', async () => {

@@ -66,7 +66,8 @@ test('--version, --help, usage errors', async () => {
 test('ping: 0 when the project answers and accepts the account, 1 when it refuses it; never prints the authenticator', async () => {
   const ok = await cli(['ping']);
   expect(ok.code).toBe(0);
-  expect(ok.stdout).toMatch(/^ok: http:\/\/127\.0\.0\.1:[0-9]+\/\S+ answered in [0-9]+ ms and accepts the account\n$/);
+  // First the way the RPCs go (which proxy, which certificates are trusted), then the answer.
+  expect(ok.stdout).toMatch(/^proxy: .*\ntrust: node's bundled roots.*\nok: http:\/\/127\.0\.0\.1:[0-9]+\/\S+ answered in [0-9]+ ms and accepts the account\n$/);
   // Configured through the environment instead of options.
   const viaEnv = await runCli(['ping'], { env: { BOINC_GAHP_PROJECT_URL: server.url, BOINC_GAHP_AUTHENTICATOR_FILE: authFile, BOINC_GAHP_STATE_DIR: stateDir() } });
   expect(viaEnv.code).toBe(0);

@@ -85,7 +85,7 @@ export class GahpProcess {
     const stateDir = opts.stateDir ?? makeTempDir('boinc-gahp-state-');
     const args = [GAHP_BIN, '--state-dir', stateDir, ...(opts.logFile ? ['--log', opts.logFile] : []), ...(opts.args ?? [])];
     const child = spawn(process.execPath, args, {
-      env: { ...process.env, ...opts.env },
+      env: { ...withoutProxies(process.env), ...opts.env },
       stdio: ['pipe', 'pipe', 'pipe'],
       ...(opts.cwd ? { cwd: opts.cwd } : {}),
     });
@@ -252,4 +252,15 @@ export class GahpProcess {
     }
     if (this.ownsStateDir) fs.rmSync(this.stateDir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The environment without the proxy variables of the machine the tests run on: the GAHP
+ * reads them as curl does, and the tests talk to 127.0.0.1 directly (a test that wants a
+ * proxy sets its own).
+ */
+export function withoutProxies(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const out = { ...env };
+  for (const name of ['http_proxy', 'https_proxy', 'HTTPS_PROXY', 'all_proxy', 'ALL_PROXY', 'no_proxy', 'NO_PROXY', 'BOINC_GAHP_PROXY', 'BOINC_GAHP_NO_PROXY']) delete out[name];
+  return out;
 }

@@ -73,7 +73,7 @@ async function listedApps(ctx: DoctorContext, url: URL, net: NetworkPlan): Promi
 }
 
 export function clientFor(ctx: DoctorContext, url: URL, authenticator: string): BoincClient {
-  return new BoincClient({ projectUrl: url.href, authenticator, timeoutMs: ctx.timeoutMs, retries: 1, connectAheadMs: 0 });
+  return new BoincClient({ projectUrl: url.href, authenticator, timeoutMs: ctx.timeoutMs, retries: 1 });
 }
 
 const isRefusal = (err: unknown, text: string) => err instanceof BoincRpcError && err.kind === 'server' && err.serverMessage === text;
