@@ -117,12 +117,8 @@ class UploadGrouper {
     this.emptyBody = opts.rpc.uploadBodySize(request);
   }
 
-  /**
-   * Refuses a file no upload_files request can carry under the project's PHP limits.
-   * `withGroup`: the body's size with the group being filled and this file; only when it
-   * exceeds post_max_size can the file alone (a smaller body) do so too.
-   */
-  private checkFits(f: StageFile, withGroup: number): void {
+  /** Refuses a file no upload_files request can carry under the project's PHP limits. */
+  private checkFits(f: StageFile): void {
     const { fileMax, postMax } = this;
     if (fileMax > 0 && f.size > fileMax) {
       throw new StagingError(
@@ -130,7 +126,7 @@ class UploadGrouper {
           `${RAISE_LIMITS}; post_max_size must then exceed the file too`,
       );
     }
-    const single = withGroup > postMax ? this.emptyBody.with(f) : 0;
+    const single = postMax > 0 ? this.emptyBody.with(f) : 0;
     if (single > postMax) {
       throw new StagingError(
         `input file ${f.path} (${f.size} bytes) needs an upload request of ${single} bytes, more than the project's PHP limit post_max_size (${formatPhpSize(postMax)}): ${RAISE_LIMITS}`,
@@ -141,8 +137,8 @@ class UploadGrouper {
   add(f: StageFile): void {
     const { uploadBatchBytes, uploadBatchFiles } = this.opts;
     const { group, postMax } = this;
+    this.checkFits(f);
     const withGroup = postMax > 0 ? this.body.with(f) : 0;
-    this.checkFits(f, withGroup);
     if (group.length > 0 && (this.groupBytes + f.size > uploadBatchBytes || group.length >= uploadBatchFiles || withGroup > postMax)) {
       this.end();
     }
