@@ -31,7 +31,7 @@ async function threeJobCluster(ctx: CheckContext): Promise<string> {
   const cluster = await ctx.pool.submit(dir, gridSubmitFile(ctx, 3));
   await waitLeftQueue(ctx, cluster);
   await finishedJobs(ctx, cluster, 3, 4);
-  checkOutputs(ctx, dir, [0, 1, 2], remapped(cluster));
+  checkOutputs(ctx, dir, [0, 1, 2], remapped(cluster), true);
   if (fs.existsSync(path.join(dir, 'out'))) throw new Error(`${dir}/out exists: a remap was not applied`);
   const events = terminatedEvents(path.join(dir, 'job.log'));
   if (events !== 3) throw new Error(`job.log has ${events} "Job terminated" events, expected 3`);
@@ -149,7 +149,7 @@ async function routedVanillaJobs(ctx: CheckContext): Promise<string> {
   );
   await waitLeftQueue(ctx, cluster, ctx.waitMs * 2);
   await finishedJobs(ctx, cluster, 3, 4);
-  for (const p of [0, 1, 2]) checkOutputs(ctx, path.join(dir, `run${p}`), [p], () => 'out');
+  for (const p of [0, 1, 2]) checkOutputs(ctx, path.join(dir, `run${p}`), [p], () => 'out', true);
   const routed = (await ctx.pool.history('RoutedFromJobId =!= undefined')).filter((j) => String(j.RoutedFromJobId).startsWith(`${cluster}.`));
   const grid = routed.filter((j) => j.JobUniverse === 9 && ctx.route.boincJob(j.GridJobId));
   if (grid.length !== 3) throw new Error(`${grid.length} routed grid jobs through ${ctx.route.name} in the history, expected 3`);
