@@ -15,6 +15,11 @@ function term(text) {
   return roff(text).replace(/-/g, '\\-');
 }
 
+/** Running text: an option named in it (--force, -V) gets roff's minus as well. */
+function prose(text) {
+  return roff(text).replace(/(^|[\s[(])(--?[A-Za-z][\w-]*)/g, (_, before, option) => before + term(option));
+}
+
 /** Splits lines into blocks: paragraphs (joined, wrapping undone) and "Heading:" sections of entries. */
 function blocks(lines) {
   const out = [];
@@ -67,16 +72,16 @@ export function helpToMan(helpText, where) {
     if ('entries' in block) {
       out.push(`.SH ${roff(block.heading.toUpperCase())}`);
       heading = block.heading;
-      for (const e of block.entries) out.push('.TP', `.B ${term(e.term)}`, roff(e.text));
+      for (const e of block.entries) out.push('.TP', `.B ${term(e.term)}`, prose(e.text));
       continue;
     }
     const titled = heading !== 'DESCRIPTION' ? /^([A-Z][A-Za-z ]{0,30}): (.*)$/.exec(block.text) : null;
     if (titled) {
       heading = titled[1];
-      out.push(`.SH ${roff(heading.toUpperCase())}`, roff(titled[2]));
+      out.push(`.SH ${roff(heading.toUpperCase())}`, prose(titled[2]));
     } else {
       if (heading !== 'DESCRIPTION' && heading !== 'NOTES') out.push(`.SH ${(heading = 'NOTES')}`);
-      out.push('.PP', roff(block.text));
+      out.push('.PP', prose(block.text));
     }
   }
   out.push(
