@@ -77,6 +77,8 @@ export interface PostReply {
   statusMessage: string;
   headers: http.IncomingHttpHeaders;
   body: Buffer;
+  /** The proxy the request was forwarded by (absolute form; no credentials): its 5xx may be the proxy's own. */
+  via?: string;
 }
 
 /** The head of a download's reply; its body is read from `body`. */
@@ -235,7 +237,7 @@ export class HttpClient {
       const bad = /^Bad response: (\d+)$/.exec(message);
       if (bad) {
         const status = Number(bad[1]);
-        const what = status === 407 ? 'asks for authentication (HTTP 407 Proxy Authentication Required): its user and password are missing or wrong' : `answered the CONNECT to ${url.host} with HTTP ${status}${STATUS_TEXT[status] ? ' ' + STATUS_TEXT[status] : ''}: it cannot reach the project or will not`;
+        const what = status === 407 ? 'asks for authentication (HTTP 407 Proxy Authentication Required): its user and password are missing or wrong' : `answered the CONNECT to ${url.hostname}:${portOf(url)} with HTTP ${status}${STATUS_TEXT[status] ? ' ' + STATUS_TEXT[status] : ''}: it cannot reach the project or will not`;
         return new HttpFailure('EPROXY', `proxy ${proxy} ${what}`, 'proxy', status);
       }
       if (code && CONNECT_CODES.has(code) && (!route?.tunnel || !isTlsPhase(message))) {
@@ -334,7 +336,8 @@ export class HttpClient {
         if (settled) return;
         settled = true;
         untrack();
-        resolve({ status: res?.statusCode ?? 0, statusMessage: res?.statusMessage ?? '', headers: res?.headers ?? {}, body: Buffer.concat(chunks, bytes) });
+        const via = route.proxy && !route.tunnel ? { via: redactUrl(route.proxy) } : {};
+        resolve({ status: res?.statusCode ?? 0, statusMessage: res?.statusMessage ?? '', headers: res?.headers ?? {}, body: Buffer.concat(chunks, bytes), ...via });
       });
     });
   }
@@ -390,6 +393,8 @@ export class HttpClient {
     for (const agent of this.agents.values()) void agent.then((a) => a.destroy(), () => undefined);
   }
 }
+
+const portOf = (url: URL) => Number(url.port) || (url.protocol === 'https:' ? 443 : 80);
 
 /** Whether a connection failure's message is of the TLS handshake (inside a tunnel: the project's). */
 function isTlsPhase(message: string): boolean {

@@ -285,7 +285,10 @@ export class Transport {
     const body = res.body;
     this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} ${body.length} bytes in ${Date.now() - started} ms`);
     if (status >= 500) {
-      throw new BoincRpcError(rpc, 'transport', `HTTP ${status}${res.statusMessage ? ' ' + res.statusMessage : ''}`, {
+      // Through a forwarding proxy a 5xx may be the proxy's own (it could not reach the
+      // project): the proxy is named, with the start of what was said.
+      const via = res.via ? ` from proxy ${res.via} (its own answer or the project's): ${stripTags(body.toString('latin1')).slice(0, 200)}` : '';
+      throw new BoincRpcError(rpc, 'transport', `HTTP ${status}${res.statusMessage ? ' ' + res.statusMessage : ''}${via}`, {
         httpStatus: status,
         uncertain: true,
       });

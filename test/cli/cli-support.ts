@@ -1,6 +1,6 @@
 /** Helpers for CLI tests: run bin/boinc-gahp (the compiled build) as a child process. */
 import { spawn } from 'node:child_process';
-import { GAHP_BIN } from '../support/gahp-process.js';
+import { GAHP_BIN, withoutProxies } from '../support/gahp-process.js';
 
 export interface RunResult {
   code: number | null;
@@ -15,7 +15,7 @@ export function runCli(args: string[], opts: { cwd?: string; env?: NodeJS.Proces
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('BOINC_GAHP_')) env[k] = v;
     const child = spawn(process.execPath, [opts.bin ?? GAHP_BIN, ...args], {
       cwd: opts.cwd,
-      env: { ...env, ...opts.env },
+      env: { ...withoutProxies(env), ...opts.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
