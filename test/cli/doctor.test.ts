@@ -6,10 +6,12 @@
  */
 import * as fs from 'node:fs';
 import * as http from 'node:http';
+import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import * as tls from 'node:tls';
 import { startTestServer, type TestBoincServer } from '../../fixtures/test-server/index.js';
-import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
+import { GAHP_BIN, makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
 import { runCli, type RunResult } from './cli-support.js';
 
 /** bin/boinc-gahp as the doctor names this installation. */
@@ -291,4 +293,34 @@ test('blahp: scripts installed and pointing here, blah.config with boinc and its
   expect(line(other, 'blah.config: account')).toBe(`FAIL  blah.config: account: refused: bad authenticator  -> fix: put this project's authenticator for the account (its web site's account keys page) into ${dir}/auth-wrong-blah`);
   expect(line(other, 'blah.config: authenticator file')).toMatch(/^ok {4}blah\.config: authenticator file .*auth-wrong-blah: one line, mode 0600$/);
   expect(line(other, 'account')).toMatch(/^ok {4}account: accepted/);
+});
+
+test('project over https: the certificate verified through NODE_EXTRA_CA_CERTS; refused when nothing trusts it', async () => {
+  const tlsDir = path.join(REPO_ROOT, 'test', 'support', 'tls');
+  const cert = path.join(tlsDir, 'test-cert.pem');
+  const target = new URL(server.url);
+  // A TLS front for the test server, as a site's https project would have.
+  const front = tls.createServer({ key: fs.readFileSync(path.join(tlsDir, 'test-key.pem')), cert: fs.readFileSync(cert) }, (client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    client.pipe(upstream).pipe(client);
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+  });
+  front.on('tlsClientError', () => undefined);
+  await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+  const httpsUrl = `https://127.0.0.1:${(front.address() as net.AddressInfo).port}${target.pathname}`;
+  try {
+    const [trusted, untrusted] = await Promise.all([
+      doctor([], { url: httpsUrl, env: { NODE_EXTRA_CA_CERTS: cert } }),
+      doctor([], { url: httpsUrl, env: { NODE_EXTRA_CA_CERTS: '' } }),
+    ]);
+    expect(trusted.code).toBe(0);
+    expect(line(trusted, 'trust sources')).toMatch(new RegExp(`^ok {4}trust sources: .*NODE_EXTRA_CA_CERTS ${cert}`));
+    expect(line(trusted, 'project URL')).toMatch(/^ok {4}project URL https:\/\/127\.0\.0\.1:\d+\/boinc_test\/: DNS .*, TCP .*, TLS TLSv1\.3 certificate of boinc-gahp test server issued by boinc-gahp test server verified, HTTP 200$/);
+    expect(line(trusted, 'upload through job_file.php')).toMatch(/^ok /);
+    expect(untrusted.code).toBe(1);
+    expect(line(untrusted, 'project URL')).toMatch(/^FAIL {2}project URL https:.*, then TLS failed: certificate of boinc-gahp test server issued by boinc-gahp test server refused: DEPTH_ZERO_SELF_SIGNED_CERT {2}-> fix: if the project's certificate is signed by a site CA, make it trusted/);
+  } finally {
+    await new Promise((resolve) => front.close(resolve));
+  }
 });
