@@ -1,63 +1,70 @@
 /**
- * Check family 1, last line: the proxy in effect for the project URL and the sources of
- * trust for its TLS certificate. What the probe (probe.ts) uses comes from here too, so
- * the doctor connects the way the GAHP would. A proxy's password is never printed.
+ * Check family 1, last lines: the proxy in effect for the project URL and the sources of
+ * trust for its TLS certificate, as boinc-rpc/network.ts decides them for every RPC
+ * (--proxy, --no-proxy, --ca-file, the proxy and CA variables; docs/architecture.md,
+ * "Proxies and trust"). The probe (probe.ts) takes the same proxy and certificates, so the
+ * doctor connects the way the GAHP would. A proxy's user and password are never printed.
  */
 import * as fs from 'node:fs';
-import * as tls from 'node:tls';
+import { chooseProxy, describeNetwork, ProxySettingError, trustSources } from '../../../boinc-rpc/network.js';
+import { networkSettings } from '../options.js';
 import type { DoctorContext } from './context.js';
 import type { Report } from './report.js';
 
 export interface NetworkPlan {
-  /** The proxy the GAHP would use for this URL (none today: see below). */
+  /** The proxy requests to the project go through (with its credentials: never print it). */
   proxy?: URL;
-  /** Extra CAs to trust (PEM texts). */
+  /** The trusted CAs beyond node's bundled roots (PEM texts). */
   ca: string[];
 }
 
-/** A proxy URL fit to print: the password replaced. */
-export function redactProxy(u: URL): string {
-  const c = new URL(u.href);
-  if (c.password) c.password = '***';
-  return c.href;
+const PROXY_FIX = 'correct --proxy (BOINC_GAHP_PROXY) or the https_proxy / http_proxy / all_proxy variable: an http:// or https:// URL';
+
+function proxyLine(ctx: DoctorContext, report: Report, url: URL | undefined, plan: NetworkPlan): void {
+  if (!url) {
+    report.ok('host', 'proxy', 'not checked: no usable project URL (see below)');
+    return;
+  }
+  const settings = { ...networkSettings(ctx.g), env: ctx.env };
+  const what = `proxy for ${url.origin}`;
+  let proxy: URL | null;
+  try {
+    proxy = chooseProxy(url, settings).proxy;
+  } catch (err) {
+    if (!(err instanceof ProxySettingError)) throw err;
+    report.fail('host', what, err.message, PROXY_FIX);
+    return;
+  }
+  const described = describeNetwork(url.href, settings);
+  if (proxy) {
+    plan.proxy = proxy;
+    report.ok('host', what, `${described.proxy ?? '?'}${proxy.username ? ' (with credentials, not shown)' : ''}`);
+  } else {
+    report.ok('host', what, `none: direct connection${described.bypassedBy ? ` (bypassed by ${described.bypassedBy})` : ''}`);
+  }
 }
 
-const PROXY_VARIABLES = ['HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy', 'ALL_PROXY', 'all_proxy'];
-
-/**
- * The proxy line and the trust line for `url`. This version of the RPC client connects
- * directly and ignores the proxy variables: a proxy variable set in the environment is a
- * warning (the GAHP will not use it), not a proxy in effect.
- */
+/** The proxy line and the trust line for `url`; what the probe should use. */
 export function checkNetwork(ctx: DoctorContext, report: Report, url: URL | undefined): NetworkPlan {
-  const { env } = ctx;
   const plan: NetworkPlan = { ca: [] };
-  const set = PROXY_VARIABLES.filter((v) => env[v]);
-  const target = url ? ` for ${url.origin}` : '';
-  if (set.length > 0) {
-    let shown = '(unparsable)';
-    try {
-      shown = redactProxy(new URL(env[set[0]!]!));
-    } catch {
-      // The variable's text is not printed: it may hold a password.
+  proxyLine(ctx, report, url, plan);
+  const sources = trustSources({ ...networkSettings(ctx.g), env: ctx.env });
+  const unreadable: string[] = [];
+  for (const source of sources) {
+    for (const file of source.files) {
+      try {
+        plan.ca.push(fs.readFileSync(file, 'utf8'));
+      } catch (err) {
+        unreadable.push(`${source.label}: ${file} (${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`);
+      }
     }
-    report.warn('host', `proxy${target}`, `${set.join(', ')} set (${shown}), but this boinc-gahp connects directly and does not use it`,
-      'unset the proxy variables for boinc-gahp, or let this host reach the project directly');
+  }
+  const labels = sources.map((s) => s.label).join('; ');
+  if (unreadable.length) {
+    report.fail('host', 'trust sources', `${labels}; cannot read ${unreadable.join(', ')}`,
+      'point --ca-file (BOINC_GAHP_CA_FILE) or the named variable at a readable PEM bundle, or unset it');
   } else {
-    report.ok('host', `proxy${target}`, 'none in effect: direct connection');
+    report.ok('host', 'trust sources', labels);
   }
-  const sources = [`node's bundled CA list (${tls.rootCertificates.length} certificates)`];
-  const extra = env.NODE_EXTRA_CA_CERTS;
-  if (extra) {
-    try {
-      plan.ca.push(fs.readFileSync(extra, 'utf8'));
-      sources.push(`NODE_EXTRA_CA_CERTS ${extra}`);
-    } catch (err) {
-      report.fail('host', 'trust sources', `NODE_EXTRA_CA_CERTS names ${extra}, which cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
-        `point NODE_EXTRA_CA_CERTS at the site's CA bundle (PEM) or unset it`);
-      return plan;
-    }
-  }
-  report.ok('host', 'trust sources', sources.join(' + '));
   return plan;
 }

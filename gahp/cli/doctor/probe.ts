@@ -64,14 +64,18 @@ function connectTcp(address: string, port: number, ms: number): Promise<net.Sock
   }), () => socket.destroy());
 }
 
+/** Basic credentials from the proxy URL, as the GAHP's HTTP layer sends them. */
+function proxyAuthorization(proxy: URL | undefined): Record<string, string> {
+  if (!proxy?.username) return {};
+  const creds = `${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`;
+  return { 'Proxy-Authorization': `Basic ${Buffer.from(creds).toString('base64')}` };
+}
+
 /** CONNECT through the proxy; resolves once it answered 200. */
 function tunnel(socket: net.Socket, proxy: URL, target: URL, ms: number): Promise<void> {
   const hostPort = `${bareHost(target).includes(':') ? `[${bareHost(target)}]` : bareHost(target)}:${defaultPort(target)}`;
   let head = `CONNECT ${hostPort} HTTP/1.1\r\nHost: ${hostPort}\r\n`;
-  if (proxy.username) {
-    const creds = `${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`;
-    head += `Proxy-Authorization: Basic ${Buffer.from(creds).toString('base64')}\r\n`;
-  }
+  for (const [name, value] of Object.entries(proxyAuthorization(proxy))) head += `${name}: ${value}\r\n`;
   socket.write(head + '\r\n');
   return within(ms, 'proxy CONNECT', new Promise<void>((resolve, reject) => {
     let got = Buffer.alloc(0);
@@ -126,7 +130,7 @@ function get(socket: net.Socket, url: URL, viaProxy: boolean, opts: ProbeOptions
       createConnection: () => socket,
       method: 'GET',
       path: viaProxy && url.protocol === 'http:' ? url.href : url.pathname + url.search,
-      headers: { host: url.host, 'user-agent': 'boinc-gahp doctor', connection: 'close' },
+      headers: { host: url.host, 'user-agent': 'boinc-gahp doctor', connection: 'close', ...(viaProxy && url.protocol === 'http:' ? proxyAuthorization(opts.proxy) : {}) },
     });
     req.once('error', reject);
     req.once('response', (res) => {
@@ -168,6 +172,16 @@ export async function probeGet(url: URL, opts: ProbeOptions): Promise<ProbeResul
     fail('tcp', err);
   }
   try {
+    if (opts.proxy?.protocol === 'https:') {
+      // An https:// proxy: TLS to the proxy first, then the request or the tunnel inside it.
+      try {
+        const t = await startTls(socket, opts.proxy, opts);
+        socket = t.socket;
+        steps.push(`${t.text} (proxy)`);
+      } catch (err) {
+        fail('proxy', err);
+      }
+    }
     if (opts.proxy && url.protocol === 'https:') {
       try {
         await tunnel(socket, opts.proxy, url, opts.timeoutMs);

@@ -9,6 +9,7 @@
 import { BoincClient } from '../../../boinc-rpc/client.js';
 import { BoincRpcError } from '../../../boinc-rpc/errors.js';
 import type { AppTemplates } from '../../../boinc-rpc/types.js';
+import { networkSettings } from '../options.js';
 import type { DoctorContext, DoctorTarget, ProjectFindings } from './context.js';
 import type { NetworkPlan } from './network.js';
 import { ProbeFailure, probeGet, type ProbeOptions } from './probe.js';
@@ -18,7 +19,7 @@ const STEP_FIX: Record<string, string> = {
   dns: 'check the host name in the project URL, or this host\'s DNS resolver (/etc/resolv.conf)',
   tcp: 'check the URL\'s port, that the project\'s web server runs, and that no firewall blocks this host',
   proxy: 'check the proxy\'s address and credentials, and that it allows CONNECT to the project\'s port',
-  tls: 'if the project\'s certificate is signed by a site CA, make it trusted (NODE_EXTRA_CA_CERTS=<CA bundle>); else ask the project to fix its certificate',
+  tls: 'if the project\'s certificate is signed by a site CA, give that CA with --ca-file <PEM file> (BOINC_GAHP_CA_FILE); else ask the project to fix its certificate',
   http: 'check that the project\'s web server answers on this URL',
 };
 
@@ -49,7 +50,8 @@ export async function checkReachable(ctx: DoctorContext, report: Report, url: UR
   try {
     const r = await probeGet(url, opts);
     const found = r.steps.join(', ');
-    if (r.status >= 500) report.fail('project', what, `${found}: the web server fails`, 'see the project web server\'s error log (PHP or database down?)');
+    if (r.status === 407) report.fail('project', what, `${found}: the proxy wants credentials it did not get or refused them`, 'put the proxy\'s user and password into its URL (--proxy http://user:password@host:port, or the proxy variable)');
+    else if (r.status >= 500) report.fail('project', what, `${found}: the web server fails`, 'see the project web server\'s error log (PHP or database down?)');
     else if (r.status >= 400) report.warn('project', what, `${found}: no home page here`, 'check that this is the master URL the project\'s web site gives (it ends with /)');
     else report.ok('project', what, found);
     return true;
@@ -73,7 +75,7 @@ async function listedApps(ctx: DoctorContext, url: URL, net: NetworkPlan): Promi
 }
 
 export function clientFor(ctx: DoctorContext, url: URL, authenticator: string): BoincClient {
-  return new BoincClient({ projectUrl: url.href, authenticator, timeoutMs: ctx.timeoutMs, retries: 1 });
+  return new BoincClient({ projectUrl: url.href, authenticator, timeoutMs: ctx.timeoutMs, retries: 1, network: { ...networkSettings(ctx.g), env: ctx.env } });
 }
 
 const isRefusal = (err: unknown, text: string) => err instanceof BoincRpcError && err.kind === 'server' && err.serverMessage === text;
