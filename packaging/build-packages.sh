@@ -41,7 +41,7 @@ fi
 
 if [ -z "$tarball" ]; then
   # prepack builds the program; the runtime dependencies come from node_modules (bundleDependencies).
-  (cd "$repo" && npm pack --pack-destination "$out" >/dev/null)
+  (cd "$repo" && npm pack --loglevel=warn --pack-destination "$out" >/dev/null)
   tarball="$out/boinc-gahp-$version.tgz"
 fi
 echo "tarball: $tarball ($(stat -c %s "$tarball") bytes)"

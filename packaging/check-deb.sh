@@ -63,7 +63,7 @@ server_pid=$!
 for _ in $(seq 100); do grep -q '^authenticator: ' "$work/server.out" && break; sleep 0.1; done
 url=$(sed -n 's/^project URL: //p' "$work/server.out")
 echo "project URL: $url"
-sed -n 's/^authenticator: //p' "$work/server.out" > "$work/project.auth"
+(umask 077 && sed -n 's/^authenticator: //p' "$work/server.out" > "$work/project.auth")
 
 # blahp is not installed here, so there is no blah_load_config.sh to read /etc/blah.config:
 # the boinc_* values are given as the shell variables it would set from blah.config.
@@ -73,6 +73,13 @@ ping() {
   echo "exit $?"
 }
 ping
+# boinc-gahp's own check of the set-up. blahp is not installed here and there is no
+# /etc/blah.config, so that check fails (exit 1); the line to read is the BLAHP scripts'.
+step boinc-gahp --project-url "$url" --authenticator-file "$work/project.auth" doctor --blahp /usr/libexec/blahp
+set +e
+(cd "$work" && BOINC_GAHP_STATE_DIR="$work/state" timeout 120 boinc-gahp --project-url "$url" --authenticator-file "$work/project.auth" doctor --blahp /usr/libexec/blahp)
+echo "exit $?"
+set -e
 kill "$server_pid"
 wait "$server_pid" 2>/dev/null || true
 server_pid=""
