@@ -76,6 +76,11 @@ export interface RpcErrorOptions {
   duplicateOf?: DuplicateOf;
   /** With code `no-such-batch`, when the server named the batch. */
   batchName?: string;
+  /**
+   * With kind `local`: the file system's error as `<errno>: <text>` (e.g. `ENOSPC: no space
+   * left on device`), for callers that report it under another file name than ours.
+   */
+  fileError?: string;
 }
 
 export class BoincRpcError extends Error {

@@ -378,7 +378,8 @@ export class Transport {
       if (err instanceof BoincRpcError) throw err;
       if (!(err instanceof HttpFailure) && !(err instanceof HttpTimeout) && (err as NodeJS.ErrnoException)?.syscall) {
         // A local file-system failure (destination directory missing, disk full, ...).
-        throw new BoincRpcError(rpc, 'local', `cannot write ${destPath}: ${(err as Error).message}`);
+        const message = (err as Error).message;
+        throw new BoincRpcError(rpc, 'local', `cannot write ${destPath}: ${message}`, { fileError: message.split(',')[0]! });
       }
       throw this.transportError(rpc, err);
     } finally {

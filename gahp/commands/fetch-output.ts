@@ -20,10 +20,16 @@
  * has an output of that name, skipped otherwise. Any other spec naming a file the job does
  * not have fails the fetch.
  *
+ * After a job both of HTCondor's files exist: the stdout pair's file, when the app has no
+ * such output, and the stderr file, when BOINC's stderr is empty, are created empty (unless
+ * there already).
+ *
  * Everything is downloaded to hidden temp files beside the destinations first and renamed
  * into place only when all are complete: an error (an `ERROR: ` body, a refused zip, a
- * missing file) writes nothing, and a kill -9 never leaves a partial file under a
- * destination name. No shell: names land literally whatever they contain.
+ * missing file, a full disk) writes nothing, and a kill -9 never leaves a partial file
+ * under a destination name. A file that cannot be written (ENOSPC, EDQUOT, EROFS...) is
+ * named in the error by its destination, with the errno. No shell: names land literally
+ * whatever they contain.
  *
  * Success: `NULL <exit_status> <wallclock> <cpu>` (exactly 4 tokens after the reqid).
  */
@@ -89,11 +95,13 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRe
       try {
         // A failed job (error instance) has no output files to fetch: only its stderr.
         if (hasCanonical) await stageOutputs(rpc, req, templates, staging, ctx.signal);
+        const stdoutPath = req.stdoutSpec && resolveUnder(req.iwd, req.stdoutSpec.dst);
+        if (stdoutPath && !staging.destinations.includes(stdoutPath)) await writing(stdoutPath, () => staging.stageEmptyUnlessPresent(stdoutPath));
         await withPathLock(stderrPath, async () => {
-          const after = await stageStderrAppend(staging, stderrPath, appStderr(job.stderrOut ?? ''));
+          const after = await writing(stderrPath, () => stageStderrAppend(staging, stderrPath, appStderr(job.stderrOut ?? '')));
           if (ctx.signal.aborted) throw new Error('GAHP shutting down: fetch abandoned');
           await staging.commit();
-          if (after) await after();
+          if (after) await writing(stderrPath, after);
         });
       } finally {
         await staging.cleanup();
@@ -108,6 +116,23 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRe
       return ['NULL', String(exit), fixed6(job.elapsedTime), fixed6(job.cpuTime)];
     },
   };
+}
+
+/**
+ * Runs work that writes `dest` (through a temp file of ours or the RPC client's): a file
+ * system failure is reported as `cannot write <dest>: <errno>: <text>`, naming the file the
+ * user will look for rather than a temp name.
+ */
+async function writing<T>(dest: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const text = err instanceof BoincRpcError ? (err.kind === 'local' ? err.options.fileError : undefined)
+      : typeof e?.code === 'string' && typeof e.syscall === 'string' ? e.message.split(',')[0] : undefined;
+    if (text === undefined) throw err;
+    throw new Error(`cannot write ${dest}: ${text}`, { cause: err });
+  }
 }
 
 /** Destinations for each source name: ALL = every source (default iwd/<name>), SOME = named ones. */
@@ -145,17 +170,18 @@ async function stageOutputs(rpc: BoincRpc, req: FetchOutputRequest, templates: A
     for (const [name, dests] of wanted) {
       for (const d of dests) await checkDefaultDest(req, name, d);
       const first = staging.reserve(dests[0]!);
-      await rpc.fetchOutputFile({ jobName: req.jobName, fileNum: outputs.indexOf(name), destPath: first, signal });
+      await writing(dests[0]!, () => rpc.fetchOutputFile({ jobName: req.jobName, fileNum: outputs.indexOf(name), destPath: first, signal }));
       staging.stage(first, dests[0]!);
-      for (const d of dests.slice(1)) await staging.stageCopy(first, d);
+      for (const d of dests.slice(1)) await writing(d, () => staging.stageCopy(first, d));
     }
     return;
   }
 
   // A zip archive: download it beside the iwd's files, check it whole, unpack what is wanted.
   const zipName = outputs[0]!;
-  const zipTmp = staging.reserve(path.join(req.iwd, zipName.replace(/\//g, '_')));
-  await rpc.fetchOutputFile({ jobName: req.jobName, fileNum: 0, destPath: zipTmp, signal });
+  const zipDest = path.join(req.iwd, zipName.replace(/\//g, '_'));
+  const zipTmp = staging.reserve(zipDest);
+  await writing(zipDest, () => rpc.fetchOutputFile({ jobName: req.jobName, fileNum: 0, destPath: zipTmp, signal }));
   const zip = await SafeZip.open(zipTmp);
   try {
     const isAvailable = (n: string) => n === zipName || zip.has(n);
@@ -173,14 +199,14 @@ async function stageOutputs(rpc: BoincRpc, req: FetchOutputRequest, templates: A
       if (name === zipName && !zip.has(name)) {
         // A spec naming the archive itself gets the archive as downloaded.
         first = staging.reserve(dests[0]!);
-        await fsp.copyFile(zipTmp, first);
+        await writing(dests[0]!, () => fsp.copyFile(zipTmp, first));
       } else {
         for (const d of dests) await checkDefaultDest(req, name, d);
         first = staging.reserve(dests[0]!);
-        await zip.extract(name, first, signal);
+        await writing(dests[0]!, () => zip.extract(name, first, signal));
       }
       staging.stage(first, dests[0]!);
-      for (const d of dests.slice(1)) await staging.stageCopy(first, d);
+      for (const d of dests.slice(1)) await writing(d, () => staging.stageCopy(first, d));
     }
   } finally {
     zip.close();

@@ -63,6 +63,17 @@ export class Staging {
     this.stage(tmp, dest);
   }
 
+  /**
+   * Stages an empty file for dest unless something is there already: a file HTCondor users
+   * expect after a job (its `output`, its `error`) even when BOINC has nothing for it.
+   */
+  async stageEmptyUnlessPresent(dest: string): Promise<void> {
+    if (dest === '/dev/null' || (await fsp.lstat(dest).then(() => true, () => false))) return;
+    const tmp = this.reserve(dest);
+    await (await fsp.open(tmp, 'wx', 0o644)).close();
+    this.stage(tmp, dest);
+  }
+
   get destinations(): string[] {
     return this.staged.map((s) => s.dest);
   }

@@ -27,9 +27,16 @@ import type { Staging } from './staging.js';
 /** How long an append waits for another process's append to the same file. */
 const APPEND_LOCK_WAIT_MS = 60_000;
 
-/** Stages the append; returns work to run after the staging commit (or undefined). */
+/**
+ * Stages the append; returns work to run after the staging commit (or undefined). With no
+ * text, a missing file is still created (empty): users expect their `error` file after a job.
+ */
 export async function stageStderrAppend(staging: Staging, dest: string, text: string | Buffer): Promise<(() => Promise<void>) | undefined> {
-  if (text.length === 0 || dest === '/dev/null') return undefined;
+  if (dest === '/dev/null') return undefined;
+  if (text.length === 0) {
+    await staging.stageEmptyUnlessPresent(dest);
+    return undefined;
+  }
   let st: import('node:fs').Stats | undefined;
   try {
     st = await fsp.stat(dest);

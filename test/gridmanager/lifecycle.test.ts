@@ -138,6 +138,8 @@ describe('the gridmanager lifecycle against bin/boinc-gahp', () => {
     expect(f1).toMatchObject({ rc: 0, exitStatus: 0, wallclock: 12.5, cpu: 10.25 });
     expect(fs.readFileSync(path.join(j1.iwd, 'results', 'out.1001.1'), 'latin1')).toBe(upper('second job\n'));
     expect(fs.readFileSync(path.join(j1.iwd, 'job.1.err'), 'latin1')).toContain('uppercase: 11 bytes');
+    // The app has no output named job.1.out (BOINC has no stdout): HTCondor's `output` file is there, empty.
+    expect(fs.readFileSync(path.join(j1.iwd, 'job.1.out'), 'latin1')).toBe('');
 
     // GM_DONE_COMMIT: the last job of the batch done -> retire.
     expect(await boincRetireBatch(gm, ref, batch.name)).toEqual({ rc: 0 });

@@ -7,7 +7,8 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { appendInPlace } from '../../gahp/output/stderr.js';
+import { appendInPlace, stageStderrAppend } from '../../gahp/output/stderr.js';
+import { Staging } from '../../gahp/output/staging.js';
 
 let dir: string;
 beforeEach(() => {
@@ -75,3 +76,20 @@ test('processes appending to one file at once lose nothing and tear nothing', as
   }
   expect(fs.readdirSync(dir)).toEqual(['shared.err']);
 }, 60_000);
+
+test('an empty stderr still leaves the error file (created empty, whole, with the outputs); an existing one is left alone', async () => {
+  const file = path.join(dir, 'job.0.err');
+  const staging = new Staging();
+  expect(await stageStderrAppend(staging, file, '')).toBeUndefined();
+  expect(fs.existsSync(file)).toBe(false); // not before the commit
+  await staging.commit();
+  await staging.cleanup();
+  expect(fs.readFileSync(file, 'utf8')).toBe('');
+  expect(fs.readdirSync(dir)).toEqual(['job.0.err']);
+
+  fs.writeFileSync(file, 'earlier\n');
+  const again = new Staging();
+  await stageStderrAppend(again, file, '');
+  await again.commit();
+  expect(fs.readFileSync(file, 'utf8')).toBe('earlier\n');
+});
