@@ -11,6 +11,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as tls from 'node:tls';
 import { startTestServer, type TestBoincServer } from '../../fixtures/test-server/index.js';
+import { startForwardProxy } from '../support/forward-proxy.js';
 import { GAHP_BIN, makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
 import { runCli, type RunResult } from './cli-support.js';
 
@@ -322,5 +323,31 @@ test('project over https: the certificate verified through NODE_EXTRA_CA_CERTS; 
     expect(line(untrusted, 'project URL')).toMatch(/^FAIL {2}project URL https:.*, then TLS failed: certificate of boinc-gahp test server issued by boinc-gahp test server refused: DEPTH_ZERO_SELF_SIGNED_CERT {2}-> fix: if the project's certificate is signed by a site CA, give that CA with --ca-file <PEM file> \(BOINC_GAHP_CA_FILE\)/);
   } finally {
     await new Promise((resolve) => front.close(resolve));
+  }
+});
+
+test('project through a proxy: every rung and RPC through it, credentials never printed; wrong credentials are a FAIL at the HTTP rung', async () => {
+  // boinc.invalid resolves only in the proxy: a check that passes went through it.
+  const proxy = await startForwardProxy({ hosts: { 'boinc.invalid': '127.0.0.1' }, credentials: 'site:s3cret-pass' });
+  const viaProxy = server.url.replace('127.0.0.1', 'boinc.invalid');
+  const proxyWith = (password: string) => `http://site:${password}@127.0.0.1:${proxy.port}`;
+  try {
+    const [good, wrong] = await Promise.all([
+      doctor([], { url: viaProxy, env: { http_proxy: proxyWith('s3cret-pass') } }),
+      doctor([], { url: viaProxy, env: { http_proxy: proxyWith('wrong-pass') } }),
+    ]);
+    for (const r of [good, wrong]) expect(r.stdout + r.stderr).not.toMatch(/s3cret-pass|wrong-pass/);
+    expect(good.code).toBe(0);
+    expect(line(good, 'proxy')).toBe(`ok    proxy for ${new URL(viaProxy).origin}: http://127.0.0.1:${proxy.port} (with credentials, not shown)`);
+    expect(line(good, 'project URL')).toMatch(new RegExp(`^ok {4}project URL ${viaProxy}: DNS 127\\.0\\.0\\.1 \\(proxy\\) -> 127\\.0\\.0\\.1, TCP 127\\.0\\.0\\.1:${proxy.port} connected in \\d+ ms, HTTP 200$`));
+    expect(line(good, 'upload through job_file.php')).toMatch(/^ok /);
+    const targets = proxy.requests.filter((r) => r.refused === undefined).map((r) => new URL(r.target).pathname.replace('/boinc_test/', ''));
+    expect(new Set(targets)).toEqual(new Set(['', 'apps.php', 'submit_rpc_handler.php', 'job_file.php']));
+
+    expect(wrong.code).toBe(1);
+    expect(line(wrong, 'project URL')).toBe(`FAIL  project URL ${viaProxy}: DNS 127.0.0.1 (proxy) -> 127.0.0.1, TCP 127.0.0.1:${proxy.port} connected in ${/connected in (\d+) ms/.exec(line(wrong, 'project URL'))?.[1]} ms, HTTP 407: ` +
+      "the proxy wants credentials it did not get or refused them  -> fix: put the proxy's user and password into its URL (--proxy http://user:password@host:port, or the proxy variable)");
+  } finally {
+    await proxy.close();
   }
 });
