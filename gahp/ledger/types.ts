@@ -8,7 +8,7 @@
 export type LedgerBatchState =
   /** create_batch may have been sent; batchId may be unknown. */
   | 'creating'
-  /** The batch exists on the server; files are being staged. */
+  /** The batch exists on the server; files are being staged (physFiles: those linked). */
   | 'staging'
   /** submit_batch succeeded: the batch holds its jobs. */
   | 'submitted'
@@ -23,7 +23,10 @@ export interface LedgerBatch {
   batchId?: number;
   /** Unix time of the lease (expire_time) last set on the server. */
   leaseExpiresAt?: number;
-  /** Physical file names (condorv_<md5>) the batch's jobs use. */
+  /**
+   * Physical file names (condorv_<md5>) linked to the batch: in 'staging', those known
+   * linked (a repeat after a crash links only the others); once 'submitted', its jobs' files.
+   */
   physFiles: string[];
   /** Job name -> last known status (NOT_STARTED, IN_PROGRESS, DONE, ERROR, or SUBMITTED). */
   jobs: Record<string, string>;
