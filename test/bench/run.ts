@@ -29,18 +29,22 @@ export const TARGETS: Target[] = [
   { key: 'md5_many_ratio', op: '>=', value: 1.5, unit: 'x' },
   { key: 'warm_over_cold', op: '<=', value: 0.05, unit: '' },
   { key: 'submit_s', op: '<=', value: Infinity, unit: 's' },
-  { key: 'submit_rss_mb', op: '<=', value: 150, unit: 'MiB' },
+  { key: 'submit_rss_mb', op: '<=', value: 130, unit: 'MiB' },
   { key: 'big_upload_rss_mb', op: '<=', value: 150, unit: 'MiB' },
   { key: 'results_drain_s', op: '<=', value: 1, unit: 's' },
   { key: 'query_100k_s', op: '<=', value: 2, unit: 's' },
   { key: 'query_100k_rss_mb', op: '<=', value: 300, unit: 'MiB' },
   { key: 'version_latency_p99_ms', op: '<=', value: 50, unit: 'ms' },
-  { key: 'small_submit_overhead_ms', op: '<=', value: 15, unit: 'ms' },
+  // Issue 21 retired the 15 ms target of a fresh GAHP's first submit (and the 50 MiB idle
+  // one below): the gridmanager starts one GAHP and keeps it for days; what it sees is a
+  // running GAHP's submit (session_submit_overhead_ms) and memory (idle_after_ping_rss_mb).
+  { key: 'small_submit_overhead_ms', op: '<=', value: Infinity, unit: 'ms' },
   { key: 'small_submit_round_trips', op: '<=', value: Infinity, unit: '' },
   { key: 'rpc_call_floor_ms', op: '<=', value: Infinity, unit: 'ms' },
-  { key: 'session_submit_overhead_ms', op: '<=', value: Infinity, unit: 'ms' },
+  { key: 'session_submit_overhead_ms', op: '<=', value: 30, unit: 'ms' },
   { key: 'warm_submit_round_trips', op: '<=', value: 4, unit: '' },
-  { key: 'idle_rss_mb', op: '<=', value: 50, unit: 'MiB' },
+  { key: 'idle_rss_mb', op: '<=', value: Infinity, unit: 'MiB' },
+  { key: 'idle_after_ping_rss_mb', op: '<=', value: 90, unit: 'MiB' },
 ];
 
 export interface BenchContext {
@@ -176,14 +180,16 @@ const FIGURES: Figure[] = [
     id: 'idle',
     async run(ctx) {
       const rss: number[] = [];
+      const afterPing: number[] = [];
       const threads: number[] = [];
       for (let i = 0; i < Math.max(ctx.runs, 3); i++) {
         const r = await idleOnce();
         rss.push(r.rssMb);
+        afterPing.push(r.afterPingRssMb);
         threads.push(r.threads);
       }
-      ctx.note(`idle GAHP after start-up and BOINC_SELECT_PROJECT: RSS ${rss.map((x) => x.toFixed(1)).join(', ')} MiB; threads ${threads.join(', ')}`);
-      return { idle_rss_mb: median(rss), idle_threads: median(threads) };
+      ctx.note(`idle GAHP after start-up and BOINC_SELECT_PROJECT: RSS ${rss.map((x) => x.toFixed(1)).join(', ')} MiB; threads ${threads.join(', ')}; after one BOINC_PING ${afterPing.map((x) => x.toFixed(1)).join(', ')} MiB`);
+      return { idle_rss_mb: median(rss), idle_after_ping_rss_mb: median(afterPing), idle_threads: median(threads) };
     },
   },
   {

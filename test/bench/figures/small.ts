@@ -224,22 +224,36 @@ function threads(pid: number): number {
   }
 }
 
-/** RSS (MiB) and threads of a fresh GAHP after start-up and BOINC_SELECT_PROJECT, once CPU-idle. */
-export async function idleOnce(): Promise<{ rssMb: number; threads: number }> {
+/** Waits until the GAHP has used no CPU over 300 ms (at most 15 s of waiting). */
+async function untilCpuIdle(pid: number): Promise<void> {
+  for (let i = 0, last = cpuTicks(pid); i < 50; i++) {
+    await sleep(300);
+    const now = cpuTicks(pid);
+    if (now === last) break;
+    last = now;
+  }
+}
+
+/**
+ * RSS (MiB) and threads of a fresh GAHP after start-up and BOINC_SELECT_PROJECT, once
+ * CPU-idle; then its RSS after one BOINC_PING, once CPU-idle again: what a GAHP that has
+ * loaded its HTTP client (got, issue 21) keeps while it waits for the gridmanager.
+ */
+export async function idleOnce(): Promise<{ rssMb: number; threads: number; afterPingRssMb: number }> {
   const server = await BenchServer.start();
   let gahp: GahpDriver | undefined;
   try {
     gahp = await selectedGahp(server);
-    // Idle: no CPU used over 300 ms (at most 5 s of waiting), then read.
-    for (let i = 0, last = cpuTicks(gahp.pid); i < 50; i++) {
-      await sleep(300);
-      const now = cpuTicks(gahp.pid);
-      if (now === last) break;
-      last = now;
-    }
+    await untilCpuIdle(gahp.pid);
     const rss = currentRss(gahp.pid);
     if (rss === undefined) throw new Error('cannot read the GAHP\'s RSS (/proc)');
-    return { rssMb: rss / (1024 * 1024), threads: threads(gahp.pid) };
+    const idleThreads = threads(gahp.pid);
+    const ping = await gahp.callNotified('BOINC_PING', '');
+    if (ping !== 'NULL') throw new Error(`BOINC_PING failed: ${ping.slice(0, 300)}`);
+    await untilCpuIdle(gahp.pid);
+    const afterPing = currentRss(gahp.pid);
+    if (afterPing === undefined) throw new Error('cannot read the GAHP\'s RSS (/proc)');
+    return { rssMb: rss / (1024 * 1024), threads: idleThreads, afterPingRssMb: afterPing / (1024 * 1024) };
   } finally {
     await gahp?.close();
     await server.close();
