@@ -1,11 +1,11 @@
 /**
- * HTTP for the BOINC RPCs, on got (docs/architecture.md, "HTTP"): the POST of every RPC (a
+ * HTTP for the BOINC RPCs, on got (docs/architecture.md, "HTTP, proxies and trust"): the POST of every RPC (a
  * form-data body, multipart.ts, its reply read whole up to a limit) and the download of
  * output files (streamed to the caller, who writes it to disk and decides about redirects).
  * transport.ts adds retries, the concurrency bound, redaction and the BoincRpcError mapping
  * on top; got's own retries and redirects are off.
  *
- * Routes (network.ts says which): direct; through an HTTP proxy for an http:// project, as
+ * Routes (routes.ts; network.ts says which proxy): direct; through an HTTP proxy for an http:// project, as
  * curl does it, the request in absolute form (`POST http://host/path`) to the proxy; through
  * a CONNECT tunnel (hpagent) for an https:// project. TLS trusts node's bundled roots and the
  * system's bundles (network.ts, trustSources), in one secure context made at the first
@@ -22,48 +22,13 @@
  * 'socket' after it.
  */
 import type * as http from 'node:http';
-import type * as tls from 'node:tls';
-import * as fs from 'node:fs';
 import { PassThrough } from 'node:stream';
 import type { Got, Request as GotRequest } from 'got';
-import { chooseProxy, redactUrl, trustSources, ProxySettingError, type NetworkSettings } from './network.js';
+import { redactUrl, trustSources, type NetworkSettings } from './network.js';
+import { FileChangedError, HttpFailure, HttpTimeout, ReplyTooLarge } from './http-errors.js';
+import { Routes, type Route } from './routes.js';
 
-/** A timeout; `event` is the phase it struck in (see above). */
-export class HttpTimeout extends Error {
-  override name = 'HttpTimeout';
-  readonly code = 'ETIMEDOUT';
-  constructor(readonly event: 'connect' | 'request' | 'response' | 'socket', ms: number) {
-    super(`timeout after ${ms} ms (${event})`);
-  }
-}
-
-/**
- * A failure of the connection or the exchange (not of a local file): `code` as node gives
- * it. `hop`: the failure is the proxy's (it refused the connection, answered its CONNECT
- * with an error, asked for authentication) or the certificate's, not the project's.
- */
-export class HttpFailure extends Error {
-  override name = 'HttpFailure';
-  constructor(readonly code: string | undefined, message: string, readonly hop?: 'proxy' | 'tls', readonly proxyStatus?: number) {
-    super(message);
-  }
-}
-
-/**
- * A reply body longer than the caller's limit (or announced so by its Content-Length): it is
- * not read further and its connection is destroyed, never reused.
- */
-export class ReplyTooLarge extends Error {
-  override name = 'ReplyTooLarge';
-  constructor(readonly limit: number, readonly status: number) {
-    super(`reply larger than ${limit} bytes, not read (the client's maxReplyBytes)`);
-  }
-}
-
-/** A file part whose content differed in size from what it was announced with. */
-export class FileChangedError extends Error {
-  override name = 'FileChangedError';
-}
+export { FileChangedError, HttpFailure, HttpTimeout, ReplyTooLarge };
 
 export interface Timeouts {
   /** The whole exchange, in ms. */
@@ -100,13 +65,6 @@ export function parseHttpUrl(urlText: string): URL {
   return url;
 }
 
-/** How a request reaches its URL: got's options for it, and the proxy if there is one. */
-interface Route {
-  proxy?: URL;
-  /** CONNECT tunnel (https:// through a proxy) rather than a request in absolute form. */
-  tunnel?: boolean;
-  options: Record<string, unknown>;
-}
 
 /** Connection failures that happen before anything reaches the other end. */
 const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ECONNRESET', 'ETIMEDOUT']);
@@ -124,104 +82,16 @@ const STATUS_TEXT: Record<number, string> = {
  */
 export class HttpClient {
   private libs: Promise<{ got: Got }> | undefined;
-  private readonly agents = new Map<string, Promise<http.Agent>>();
-  private secureContext: tls.SecureContext | undefined;
+  private readonly routes: Routes;
   private readonly inFlight = new Set<GotRequest>();
   private destroyed = false;
 
-  constructor(private readonly network: NetworkSettings = {}) {}
+  constructor(private readonly network: NetworkSettings = {}) {
+    this.routes = new Routes(network);
+  }
 
   private load(): Promise<{ got: Got }> {
     return (this.libs ??= import('got').then((m) => ({ got: m.default })));
-  }
-
-  /** The trusted certificates as one secure context, made once (network.ts, trustSources). */
-  private async trust(): Promise<tls.SecureContext> {
-    if (this.secureContext) return this.secureContext;
-    const tlsModule = await import('node:tls');
-    const ca: string[] = [...tlsModule.rootCertificates];
-    // The same file is often named twice (SSL_CERT_FILE and NODE_EXTRA_CA_CERTS, a
-    // directory's hash links to its *.pem files): each is read once.
-    const read = new Set<string>();
-    for (const source of trustSources(this.network)) {
-      for (const file of source.files) {
-        try {
-          const real = fs.realpathSync(file);
-          if (read.has(real)) continue;
-          read.add(real);
-          ca.push(fs.readFileSync(real, 'latin1'));
-        } catch (err) {
-          // A trust source that cannot be read is not fatal (the others still count); the
-          // TLS error, if one follows, lists the sources.
-          if (source.label.startsWith('--ca-file')) throw new HttpFailure('ENOENT', `cannot read the CA file ${file}: ${(err as Error).message}`);
-        }
-      }
-    }
-    return (this.secureContext ??= tlsModule.createSecureContext({ ca }));
-  }
-
-  private agent(key: string, make: () => Promise<http.Agent>): Promise<http.Agent> {
-    let agent = this.agents.get(key);
-    if (!agent) {
-      agent = make();
-      this.agents.set(key, agent);
-    }
-    return agent;
-  }
-
-  /** got's options that take a request to `url` by its route. */
-  private async route(url: URL): Promise<Route> {
-    let choice;
-    try {
-      choice = chooseProxy(url, this.network);
-    } catch (err) {
-      if (err instanceof ProxySettingError) throw new HttpFailure('EPROXYSETTING', err.message, 'proxy');
-      throw err;
-    }
-    const keepAlive = { keepAlive: true, maxSockets: 64 };
-    const proxy = choice.proxy;
-    if (!proxy) {
-      if (url.protocol === 'http:') {
-        const agent = await this.agent('direct http', async () => new (await import('node:http')).Agent(keepAlive));
-        return { options: { agent: { http: agent } } };
-      }
-      const secureContext = await this.trust();
-      const agent = await this.agent('direct https', async () => new (await import('node:https')).Agent({ ...keepAlive, secureContext }));
-      return { options: { agent: { https: agent } } };
-    }
-    // An https:// proxy's own certificate is checked against the same trust.
-    const proxyContext = proxy.protocol === 'https:' ? { secureContext: await this.trust() } : {};
-    if (url.protocol === 'https:') {
-      // A CONNECT tunnel to the project, TLS with it inside (hpagent).
-      const secureContext = await this.trust();
-      const agent = await this.agent(`connect ${proxy.href}`, async () => {
-        const { HttpsProxyAgent } = await import('hpagent');
-        return new HttpsProxyAgent({ ...keepAlive, proxy, secureContext, proxyRequestOptions: proxyContext as object });
-      });
-      return { proxy, tunnel: true, options: { agent: { https: agent } } };
-    }
-    // http:// through the proxy: the request line carries the absolute URL (no credentials:
-    // those go as Authorization, set by got), Proxy-Authorization the proxy's.
-    const agent = await this.agent(`forward ${proxy.href}`, async () =>
-      proxy.protocol === 'https:' ? new (await import('node:https')).Agent({ ...keepAlive, ...proxyContext }) : new (await import('node:http')).Agent(keepAlive),
-    );
-    const requestModule = proxy.protocol === 'https:' ? await import('node:https') : await import('node:http');
-    const proxyAuth = proxy.username || proxy.password ? `Basic ${Buffer.from(`${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`).toString('base64')}` : undefined;
-    const request = (target: URL, options: http.RequestOptions, callback?: (res: http.IncomingMessage) => void) =>
-      requestModule.request(
-        {
-          ...options,
-          protocol: proxy.protocol,
-          host: proxy.hostname.replace(/^\[(.*)\]$/, '$1'),
-          hostname: proxy.hostname.replace(/^\[(.*)\]$/, '$1'),
-          port: Number(proxy.port) || (proxy.protocol === 'https:' ? 443 : 80),
-          path: `${target.protocol}//${target.host}${target.pathname}${target.search}`,
-          agent,
-          headers: { ...options.headers, host: target.host, ...(proxyAuth ? { 'proxy-authorization': proxyAuth } : {}) },
-        },
-        callback,
-      );
-    return { proxy, options: { request } };
   }
 
   /** A failure of a request by `route` as the transport reports it: which hop, which code. */
@@ -299,7 +169,7 @@ export class HttpClient {
     const url = parseHttpUrl(urlText);
     if (opts.signal?.aborted) throw new HttpFailure('ABORT_ERR', 'aborted');
     if (this.destroyed) throw new HttpFailure('ECONNRESET', 'client closed');
-    const [{ got }, route] = await Promise.all([this.load(), this.route(url)]);
+    const [{ got }, route] = await Promise.all([this.load(), this.routes.route(url)]);
     const options = this.common(route, opts.timeouts, opts.userAgent, opts.signal);
     const req = got.stream.post(url, {
       ...options,
@@ -358,7 +228,7 @@ export class HttpClient {
     const t = { idle: opts.idleMs };
     const response = (async () => {
       const url = parseHttpUrl(urlText);
-      const [{ got }, route] = await Promise.all([this.load(), this.route(url)]);
+      const [{ got }, route] = await Promise.all([this.load(), this.routes.route(url)]);
       const r = got.stream(url, this.common(route, t, opts.userAgent) as never);
       req = r;
       const untrack = this.track(r);
@@ -390,7 +260,7 @@ export class HttpClient {
     this.destroyed = true;
     for (const req of this.inFlight) req.destroy(new HttpFailure('ECONNRESET', 'client closed'));
     this.inFlight.clear();
-    for (const agent of this.agents.values()) void agent.then((a) => a.destroy(), () => undefined);
+    this.routes.destroy();
   }
 }
 

@@ -11,7 +11,7 @@ import type FormDataType from 'form-data';
 import * as fsp from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { Readable } from 'node:stream';
-import { FileChangedError } from './http.js';
+import { FileChangedError } from './http-errors.js';
 
 export interface FilePart {
   /** Path of the content (opened when the body reaches it). */

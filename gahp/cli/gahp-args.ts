@@ -2,7 +2,7 @@
  * The GAHP's own command line, read without commander. What HTCondor runs (no arguments,
  * or a wrapper's global options and BOINC_GAHP_* variables) is parsed with node's
  * util.parseArgs, so the gridmanager's GAHP never loads commander and the child_process,
- * net and dgram modules it pulls in: ~4 MiB of a process that should idle under 50 MiB
+ * net and dgram modules it pulls in: ~4 MiB of a process that idles most of its life
  * (docs/architecture.md, "Round trips and memory").
  *
  * Only plain cases qualify. Anything else (a subcommand, --help, --version, --interactive,
