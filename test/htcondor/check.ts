@@ -16,6 +16,7 @@ import { BoincProject } from './boinc-project.js';
 import { blahpPing, GRID_CHECKS, type Check } from './checks.js';
 import type { CheckContext } from './jobs.js';
 import { PersonalPool } from './pool.js';
+import { run } from './processes.js';
 import { batchRoute, blahpLocation, gahpRoute, type Route, type RouteContext } from './routes.js';
 
 const REPO_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -138,6 +139,14 @@ async function checkAll(prefix: string, workDir: string): Promise<void> {
   }
 }
 
+/** The install's `$CondorVersion: ... $` line, for the record. */
+async function condorVersion(prefix: string): Promise<string> {
+  const lib = path.join(prefix, 'lib');
+  const env = { ...process.env, LD_LIBRARY_PATH: process.env.LD_LIBRARY_PATH ? `${lib}:${process.env.LD_LIBRARY_PATH}` : lib };
+  const r = await run(path.join(prefix, 'bin/condor_config_val'), ['-version'], { env, timeoutMs: 30_000 });
+  return r.stdout.split('\n')[0]?.trim() || `condor_config_val -version: exit ${r.code}`;
+}
+
 async function main(): Promise<number> {
   const prefix = process.env.HTCONDOR_PREFIX;
   if (!prefix) {
@@ -154,7 +163,7 @@ async function main(): Promise<number> {
   }
   const started = Date.now();
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'boinc-htcondor-check-'));
-  process.stdout.write(`HTCondor: ${prefix}\nwork directory: ${workDir}\n`);
+  process.stdout.write(`HTCondor: ${prefix} (${await condorVersion(prefix)})\nwork directory: ${workDir}\n`);
   const interrupted = async (): Promise<void> => {
     process.stdout.write('interrupted: stopping what the check started\n');
     await Promise.all([...running].map((r) => r.stop()));
