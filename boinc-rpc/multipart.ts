@@ -30,7 +30,7 @@ let formDataClass: FormDataClass | undefined;
 const FormData = (): FormDataClass => (formDataClass ??= require('form-data') as FormDataClass);
 
 /** Bytes of file content read and sent at a time. */
-const FILE_CHUNK = 256 * 1024;
+const FILE_CHUNK = 64 * 1024;
 
 /**
  * The filename as put in the part's header: form-data writes it between quotes as it is

@@ -14,7 +14,7 @@ import { HttpClient, FileChangedError } from '../../boinc-rpc/http.js';
 import { requestForm, type FilePart } from '../../boinc-rpc/multipart.js';
 
 const SMALL = 1000;
-/** Larger than a read chunk (256 KiB, boinc-rpc/multipart.ts): read in several. */
+/** Larger than a read chunk (64 KiB, boinc-rpc/multipart.ts): read in several. */
 const BIG = 600 * 1024;
 
 let server: http.Server;
