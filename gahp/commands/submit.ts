@@ -8,7 +8,7 @@
  *  2. every input path is stat'ed: an existing, readable regular file;
  *  3. get_templates and query_batch (a batch of this name?) together, the inputs hashed
  *     meanwhile; each job's inputs are checked and ordered against the input template;
- *  4. no batch of the name: create_batch (ledger 'creating' first). One already there
+ *  4. no batch of the name: create_batch (ledger 'creating' before). One already there
  *     (staging/batch-choice.ts): holding exactly these jobs, done; in init state with some
  *     of them, reused for the missing ones; anything else fails;
  *  5. staging (staging/stage-inputs.ts, upload.ts): each `condorv_<md5>` linked to the
@@ -131,6 +131,10 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
   // 3. The template and what the server has of this name, hashing meanwhile (the hashes
   // are held until staging starts).
   const record = ledger.get(project.url, req.batchName);
+  // A name the ledger does not know is most likely created next: its 'creating' record is
+  // made durable while the lookups are out, not between them and create_batch.
+  const creating = record === undefined ? recordBatch({ state: 'creating', physFiles: [], jobs: {} }) : undefined;
+  creating?.catch(() => undefined);
   const feed = new HashFeed();
   const hashing = startHashing(shared, stats, feed.push, ctx, tag, t0, req.jobs.length);
   const [templates, existing] = await Promise.all([
@@ -151,7 +155,7 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
     batch = { ...found, reused: true };
   } else {
     if (record?.batchId !== undefined) log.info(`${tag}: the ledger's batch ${record.batchId} is gone from the server`);
-    await step('recording the batch in the ledger', () => recordBatch({ state: 'creating', physFiles: [], jobs: {} }));
+    await step('recording the batch in the ledger', () => creating ?? recordBatch({ state: 'creating', physFiles: [], jobs: {} }));
     const expireTime = Math.floor(Date.now() / 1000) + config.defaultLeaseSeconds;
     const batchId = await step('create_batch', () => createBatch(rpc, req, expireTime, signal));
     // Not waited for: the record written before submit_batch is (the journal keeps order).
