@@ -95,13 +95,7 @@ async function batchChores(ctx: BlahpContext): Promise<void> {
   const nowS = Math.floor(Date.now() / 1000);
   for (const rec of liveBatches(ctx)) {
     if (batchFinished(ctx, rec)) {
-      try {
-        await retireBatchCommand(services).run(await ctx.bound({ batchName: rec.batch }), ctx.handler('retire', ctx.cfg.rpcTimeoutMs * 3));
-        writeJsonAtomic(batchFile(ctx, rec.batch), { ...rec, state: 'retired' } satisfies BatchRecord);
-        ctx.log.info(`blahp: retired batch ${rec.batch}: every job finished`);
-      } catch (err) {
-        ctx.log.warn(`blahp: retiring ${rec.batch} failed: ${(err as Error).message}`);
-      }
+      await retireBatch(ctx, rec);
     } else if (leaseDue(ctx, rec, nowS)) {
       const until = nowS + ctx.cfg.leaseSeconds;
       try {
@@ -112,6 +106,28 @@ async function batchChores(ctx: BlahpContext): Promise<void> {
       }
     }
   }
+}
+
+/**
+ * Retires a batch every job of which has its final record (BOINC may then delete its
+ * files); a failure is logged and the background worker tries again later.
+ */
+export async function retireBatch(ctx: BlahpContext, rec: BatchRecord): Promise<boolean> {
+  try {
+    await retireBatchCommand(await ctx.services()).run(await ctx.bound({ batchName: rec.batch }), ctx.handler('retire', ctx.cfg.rpcTimeoutMs * 3));
+    writeJsonAtomic(batchFile(ctx, rec.batch), { ...rec, state: 'retired' } satisfies BatchRecord);
+    ctx.log.info(`blahp: retired batch ${rec.batch}: every job finished`);
+    return true;
+  } catch (err) {
+    ctx.log.warn(`blahp: retiring ${rec.batch} failed: ${(err as Error).message}`);
+    return false;
+  }
+}
+
+/** After a cancel: retires the job's batch at once when that was its last unfinished job. */
+export async function retireIfFinished(ctx: BlahpContext, batch: string): Promise<void> {
+  const rec = readJson<BatchRecord>(batchFile(ctx, batch));
+  if (rec && rec.state === 'submitted' && batchFinished(ctx, rec)) await retireBatch(ctx, rec);
 }
 
 /** Fetches one job's outputs and writes its done record; false when it must be tried again later. */

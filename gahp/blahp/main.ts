@@ -5,7 +5,8 @@
  * - submit: `BLAHP_JOBID_PREFIXboinc/<job>` and exit 0; or a message on stderr and exit 1.
  * - status: exactly one line per id, `0[...]` or `1<error>`, and exit 0.
  * - cancel: ` 0 No\ error` (one id; `.<i> 0 No\ error` per id for several) and exit 0; or a
- *   message on stderr and exit 1.
+ *   message on stderr and exit 1. A batch whose last unfinished job was cancelled is
+ *   retired right away.
  * - hold, resume: BOINC has neither: a message on stderr, exit 1.
  * - ping: `0 No error` when the project answers, else `1 <reason>`; exit 0.
  * - install <dir> [--force]: writes the scripts. fetch: the background worker (outputs, leases, retirements).
@@ -119,6 +120,7 @@ async function cancelAction(rest: string[]): Promise<number> {
   try {
     const { abortJobsCommand } = await import('../commands/abort-jobs.js');
     await withContext(async (ctx) => {
+      const batches = new Set<string>();
       for (let i = 0; i < rest.length; i++) {
         const prefix = rest.length === 1 ? '' : `.${i}`;
         const job = jobNameFromId(rest[i]!);
@@ -126,11 +128,18 @@ async function cancelAction(rest: string[]): Promise<number> {
           if (!job) throw new Error(`malformed BOINC job id ${rest[i]}`);
           await abortJobsCommand(await ctx.services()).run(await ctx.bound({ jobNames: [job.jobName] }), ctx.handler(`cancel ${job.jobName}`, 25_000));
           writeJsonAtomic(cancelledFile(ctx, job), { kind: 'cancelled', at: Date.now() });
+          batches.add(job.batch);
           out += `${prefix} 0 No\\ error\n`;
         } catch (err) {
           if (rest.length === 1) throw err;
           out += `${prefix} 1 ${escapeToken(errorMessage(err))}\n`;
         }
+      }
+      // The last unfinished job of a batch cancelled: the batch is closed now, not at
+      // some later status call (its failure only logged: the cancel itself succeeded).
+      if (batches.size > 0) {
+        const { retireIfFinished } = await import('./fetch.js');
+        for (const batch of batches) await retireIfFinished(ctx, batch);
       }
     });
   } catch (err) {

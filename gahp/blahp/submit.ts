@@ -28,6 +28,7 @@ import * as path from 'node:path';
 import type { AppTemplates } from '../../boinc-rpc/types.js';
 import type { SubmitJobSpec, SubmitRequest } from '../staging/parse.js';
 import { argumentProblem, checkInputFiles, orderInputs, SubmitCheckError } from '../staging/validate.js';
+import { stepError } from '../staging/steps.js';
 import { abortJobsCommand } from '../commands/abort-jobs.js';
 import { submitCommand } from '../commands/submit.js';
 import type { BlahpContext } from './context.js';
@@ -128,7 +129,7 @@ async function appTemplates(ctx: BlahpContext, app: string): Promise<AppTemplate
   try {
     t = await rpc.getTemplates({ appName: app, signal: ctx.handler('templates', ctx.cfg.rpcTimeoutMs * 2).signal });
   } catch (err) {
-    throw new SubmitCheckError(`BOINC app ${app}: get_templates failed: ${(err as Error).message}`);
+    throw new SubmitCheckError(`BOINC app ${app}: ${stepError('get_templates', err).message}`);
   }
   writeJsonAtomic(file, { ...t, at: Date.now(), projectUrl: ctx.cfg.projectUrl });
   return t;

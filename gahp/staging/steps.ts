@@ -3,6 +3,7 @@
  * in several modules (gahp/commands/submit.ts and the batch and staging helpers here), so
  * the error class and the wrapper are shared.
  */
+import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { errorMessage } from '../util.js';
 
 /** A failed step: the message says which step and why. */
@@ -19,7 +20,14 @@ export async function step<T>(what: string, fn: () => Promise<T> | T): Promise<T
   }
 }
 
-/** The error step() would throw for this failure. */
+/**
+ * The error step() would throw for this failure. A step named after the RPC it makes
+ * (`get_templates`, `create_batch`, `submit_batch`) whose RPC failed takes the RPC
+ * error's message as it is: that already begins `<rpc> failed: ` (boinc-rpc/errors.ts),
+ * and the name once is enough.
+ */
 export function stepError(what: string, err: unknown): SubmitError {
-  return err instanceof SubmitError ? err : new SubmitError(`${what}: ${errorMessage(err)}`);
+  if (err instanceof SubmitError) return err;
+  if (err instanceof BoincRpcError && err.rpc === what) return new SubmitError(err.message);
+  return new SubmitError(`${what}: ${errorMessage(err)}`);
 }

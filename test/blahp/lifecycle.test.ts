@@ -141,7 +141,7 @@ test('bad input: a clear error, a failed submit, nothing created on the server',
   env.server.clearRpcLog();
   const base: BlahpJob = { Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, TransferInput: 'in', JobDirectory: iwd };
   const cases: Array<[BlahpJob, RegExp]> = [
-    [{ ...base, Queue: 'nosuchapp' }, /nosuchapp.*app not found/i],
+    [{ ...base, Queue: 'nosuchapp' }, /BOINC app nosuchapp: get_templates failed: app not found/],
     [{ ...base, TransferInput: 'missing' }, /missing does not exist/],
     [{ ...base, Arguments: v2Arguments(['a b']) }, /argument 1 "a b" holds character U\+0020/],
     [{ ...base, Arguments: v2Arguments(['it\'s']) }, /argument 1 "it's" holds character '/],
@@ -157,6 +157,8 @@ test('bad input: a clear error, a failed submit, nothing created on the server',
     expect(sub.jobId).toBeNull();
     expect(sub.run!.exitCode).not.toBe(0);
     expect(sub.run!.stderr).toMatch(want);
+    // Each layer's prefix once (not `get_templates failed: get_templates failed: ...`).
+    expect(sub.run!.stderr).not.toMatch(/(\w+ failed: )\1/);
   }
   // Nothing created or uploaded (the background worker may retire the earlier tests' batches meanwhile).
   const changes = ['create_batch', 'query_files', 'upload_files', 'submit_batch'];

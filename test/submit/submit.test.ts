@@ -261,7 +261,7 @@ describe('checks before anything is created', () => {
     const batch = batchName('nosuchapp');
     const since = env.server.rpcLog().length;
     const [m1] = await submit(submitLine(batch, 'nosuchapp', [{ name: jobName(batch, 1, 0), inputs: [[p, 'in']] }]));
-    expect(m1).toMatch(/^get_templates: get_templates failed: .*nosuchapp/);
+    expect(m1).toMatch(/^get_templates failed: .*nosuchapp/);
     // Only the two lookups went out: nothing is created.
     expect(rpcNames(env.server, since).sort()).toEqual(['get_templates', 'query_batch']);
     expect(env.server.batches().filter((b) => b.name === batch)).toEqual([]);
