@@ -191,6 +191,7 @@ function region(text: string, name: string, from = 0): [number, number] | undefi
  * get_templates: `<templates>` holding the app's input template (`<input_template>`, whose
  * `<workunit>` lists `<file_ref>`s) and output template (`<output_template>`, file_refs in
  * `<result>`). Older templates lack the wrappers: then `<workunit>` / `<result>` delimit them.
+ * The input template's `<rsc_memory_bound>` is kept too (gahp/staging/memory-bound.ts).
  */
 export function parseTemplates(rpc: string, text: string): AppTemplates {
   const t = region(text, 'templates');
@@ -199,10 +200,16 @@ export function parseTemplates(rpc: string, text: string): AppTemplates {
   const input = region(body, 'input_template') ?? region(body, 'workunit');
   const output = region(body, 'output_template') ?? region(body, 'result');
   if (!input && !output) throw protocol(rpc, 'reply holds neither an input nor an output template');
-  return {
+  const templates: AppTemplates = {
     inputOpenNames: input ? fileRefOpenNames(body, input[0], input[1]) : [],
     outputOpenNames: output ? fileRefOpenNames(body, output[0], output[1]) : [],
   };
+  const memory = input ? region(body, 'rsc_memory_bound', input[0]) : undefined;
+  if (memory && memory[1] <= input![1]) {
+    const bound = Number(body.slice(memory[0] + '<rsc_memory_bound>'.length, memory[1]).trim());
+    if (Number.isFinite(bound) && bound > 0) templates.rscMemoryBound = bound;
+  }
+  return templates;
 }
 
 /** query_files: `<absent_files><file>I</file>...</absent_files>`. */

@@ -133,6 +133,8 @@ export interface AppTemplates {
   inputOpenNames: string[];
   /** open_name of each output file_ref, in template order. */
   outputOpenNames: string[];
+  /** The input template's `<rsc_memory_bound>` (bytes), when it sets one. */
+  rscMemoryBound?: number;
 }
 
 export interface QueryFilesRequest extends CallOptions {

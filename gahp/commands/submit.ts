@@ -13,7 +13,8 @@
  *     of them, reused for the missing ones; anything else fails;
  *  5. staging (staging/stage-inputs.ts, upload.ts): each `condorv_<md5>` linked to the
  *     batch once, uploaded only if absent; the ledger records the linked files;
- *  6. submit_batch (staging/batch-calls.ts); ledger 'submitted'.
+ *  6. submit_batch (staging/batch-calls.ts), a memory bound not above the app template's
+ *     left out (staging/memory-bound.ts); ledger 'submitted'.
  * A warm submit waits for four calls: the lookups, create_batch, query_files, submit_batch.
  * Every call carries the command's signal (QUIT, EOF, the command deadline).
  */
@@ -31,6 +32,7 @@ import { parseSubmitArgs, type SubmitJobSpec, type SubmitRequest } from '../stag
 import { physName } from '../staging/plan.js';
 import { PhaseProgress } from '../staging/progress.js';
 import { HashFeed, stageInputs, type UploadSettings } from '../staging/stage-inputs.js';
+import { withTemplateMemoryFloor } from '../staging/memory-bound.js';
 import { SubmitError, step } from '../staging/steps.js';
 import { checkInputFiles, checkNamesAndArguments, orderInputs, uniqueSources } from '../staging/validate.js';
 import { KeyedLock, errorMessage } from '../util.js';
@@ -185,7 +187,9 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
 
   // 6. Submit the jobs.
   const tSubmit = Date.now();
-  await step('submit_batch', () => submitBatch(rpc, req, batch.batchId, staged.boincJobs, signal));
+  const memory = withTemplateMemoryFloor(req.jobParams, templates.rscMemoryBound);
+  if (memory.note) log.info(`${tag}: ${memory.note}`);
+  await step('submit_batch', () => submitBatch(rpc, { ...req, jobParams: memory.params }, batch.batchId, staged.boincJobs, signal));
   await recordBatch({ batchId: batch.batchId, ...submittedPatch(jobs, staged.hashed) });
   log.info(`${tag}: submitted ${staged.boincJobs.length} jobs into batch ${batch.batchId} in ${Date.now() - tSubmit} ms (total ${Date.now() - t0} ms)`);
   return ['NULL'];
