@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import {
   Blahpd, blahpdSplitCommand, buildSubmitCommand, convertArgs, escapeWordexpSpecialChars, readArgv, v2Arguments,
-  wordexp, WordexpError, parseClassAd,
+  wordexp, WordexpError, parseClassAd, remapOutputs,
 } from '../support/blahpd.js';
 import { makeTempDir } from '../support/gahp-process.js';
 
@@ -192,10 +192,37 @@ describe('the submit command line, as blahpd builds it', () => {
       ]);
       expect(f.input!.content).toBe('/home/u/job/in.txt\n/abs/data\n/home/u/job/x\n');
       expect(f.output!.content).toBe('out\nlog/out2\nkeep\n');
-      // blahpd writes the destination, or the name itself when it is not remapped.
-      expect(f.remaps!.content).toBe('out.1.0\n/abs/o2\nkeep\n');
+      // blahpd writes the destination, or the name itself when it is not remapped, each
+      // followed by a comma turned newline: the file ends in an empty line.
+      expect(f.remaps!.content).toBe('out.1.0\n/abs/o2\nkeep\n\n');
       expect(fs.readFileSync(f.input!.path, 'utf8')).toBe(f.input!.content);
       expect(path.basename(f.input!.path)).toMatch(/^InputFileList_7_[0-9]+$/);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  test('remaps as server.c reads them: `name=dest` only, at the start or right after `;`; blanks around `=` drop the remap silently', () => {
+    // What the real blahpd wrote for the README's old `out = out.$(Process)` (issue 24):
+    // not remapped, so every job wrote one `out`.
+    expect(remapOutputs('out', 'out = out.0')).toBe('out,');
+    expect(remapOutputs('out', 'out=out.0')).toBe('out.0,');
+    // The destination is taken to the next `;`, blanks and all; a blank after `;` hides the next name.
+    expect(remapOutputs('out', 'out= out.0')).toBe(' out.0,');
+    expect(remapOutputs('a,b', 'a=x; b=y')).toBe('x,b,');
+    expect(remapOutputs('a,b', 'a=x;b=y')).toBe('x,y,');
+    // A name is matched whole: `out` is not remapped by `xout=` or `out2=`.
+    expect(remapOutputs('out', 'xout=1;out2=2')).toBe('out,');
+    // A TransferOutput ending in a comma: its last name keeps the comma and matches nothing.
+    expect(remapOutputs('a,out,', 'out=o')).toBe('a,out,,');
+    expect(remapOutputs('', 'out=o')).toBeNull();
+    const tmp = makeTempDir('blahpd-remaps-');
+    try {
+      const built = buildSubmitCommand({ Cmd: '/bin/u', Iwd: '/w', TransferOutput: 'out', TransferOutputRemaps: 'out = out.0' }, { libexecDir: '/l', tmpDir: tmp, reqId: '9' });
+      expect(built.listFiles.remaps!.content).toBe('out\n\n');
+      const refused = buildSubmitCommand({ Cmd: '/bin/u', Iwd: '/w', TransferOutput: '', TransferOutputRemaps: 'out=o' }, { libexecDir: '/l', tmpDir: tmp, reqId: '10' });
+      expect(refused.command).toBeNull();
+      expect(refused.refusal).toBe('10 1 Out\\ of\\ memory\\ computing\\ file\\ remaps N/A');
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });
     }
@@ -245,7 +272,7 @@ echo "noise after"`);
     expect(sub.run!.stdinConsumed).toBe('');
     expect(sub.listFilesLeft).toEqual([]);
     for (const f of Object.values(sub.listFiles)) expect(fs.existsSync(f.path)).toBe(false);
-    expect(fs.readFileSync(`${record}.lists`, 'utf8')).toBe(`${work}/in.txt\nout\no.1\n`);
+    expect(fs.readFileSync(`${record}.lists`, 'utf8')).toBe(`${work}/in.txt\nout\no.1\n\n`); // the -R file ends in an empty line, as blahpd writes it
     const argv = fs.readFileSync(`${record}.argv`, 'utf8').split('\n').slice(0, -1);
     expect(argv.slice(-2)).toEqual(['--', '"x" "y z"']);
     expect(fs.readFileSync(`${record}.cwd`, 'utf8').trim()).toBe(fs.realpathSync(work));

@@ -290,26 +290,47 @@ export function v2Arguments(args: string[]): string {
   return args.map((a) => (a === '' || /[ '\t]/.test(a) ? `'${a.replace(/'/g, "''")}'` : a)).join(' ');
 }
 
-/** server.c outputfileRemaps: each TransferOutput name replaced by its remap destination, if any. */
-function remapOutputs(outputs: string, remaps: string): string {
-  return outputs
-    .split(',')
-    .map((name) => {
-      let j = 0;
-      while (j <= remaps.length) {
-        const at = remaps.indexOf(name, j);
-        if (at < 0) break;
-        if ((at > 0 && remaps[at - 1] !== ';') || remaps[at + name.length] !== '=') {
-          j = at + 1;
-          continue;
-        }
-        const begin = at + name.length + 1;
-        const end = remaps.indexOf(';', begin);
-        return remaps.slice(begin, end < 0 ? undefined : end);
-      }
-      return name;
-    })
-    .join(',');
+/**
+ * server.c outputfileRemaps(), step for step (HTCondor's src/blahp/src/server.c): each
+ * TransferOutput name is replaced by its destination in TransferOutputRemaps, if any.
+ * - A name matches only where it starts the remap string or follows a `;` directly, and
+ *   is followed directly by `=`: `out=out.0` remaps, `out = out.0` does not (nor does
+ *   `b=y` in `a=x; b=y`), silently. The destination runs to the next `;`, blanks kept.
+ * - Names are cut at commas, not trimmed; the last one is taken when the loop reaches the
+ *   last character, so a TransferOutput ending in a comma gives a last name WITH that
+ *   comma, which matches no remap.
+ * - Every name, the last too, is followed by a comma, which becomes a newline in the file:
+ *   the -R file ends in an empty line.
+ * Returns null where blahpd's buffer stays NULL (an empty TransferOutput): it then fails
+ * the submit ("Out of memory computing file remaps").
+ */
+export function remapOutputs(outputs: string, remaps: string): string | null {
+  let out: string | null = null;
+  let begin = 0;
+  const len = outputs.length;
+  for (let i = 0; i < len; i++) {
+    if (outputs[i] !== ',' && i !== len - 1) continue;
+    const end = i === len - 1 ? i : i - 1;
+    const name = outputs.slice(begin, end + 1);
+    begin = i + 1;
+    out = (out ?? '') + remapOf(name, remaps) + ',';
+  }
+  return out;
+}
+
+function remapOf(name: string, remaps: string): string {
+  for (let j = 0; j <= remaps.length; ) {
+    const at = remaps.indexOf(name, j);
+    if (at < 0) break;
+    if ((at > 0 && remaps[at - 1] !== ';') || remaps[at + name.length] !== '=') {
+      j = at + 1;
+      continue;
+    }
+    const from = at + name.length + 1;
+    const to = remaps.indexOf(';', from);
+    return remaps.slice(from, to < 0 ? undefined : to);
+  }
+  return name;
 }
 
 export interface BuiltSubmit {
@@ -371,7 +392,9 @@ export function buildSubmitCommand(
     listFiles.output = write('OutputFileList', job.TransferOutput.replace(/,/g, '\n') + '\n');
     cmd += ` -O ${listFiles.output.path}`;
     if (job.TransferOutputRemaps !== undefined) {
-      listFiles.remaps = write('OutputFileListRemaps', remapOutputs(job.TransferOutput, job.TransferOutputRemaps).replace(/,/g, '\n') + '\n');
+      const remapped = remapOutputs(job.TransferOutput, job.TransferOutputRemaps);
+      if (remapped === null) return { command: null, listFiles, refusal: `${reqId} 1 Out\\ of\\ memory\\ computing\\ file\\ remaps N/A` };
+      listFiles.remaps = write('OutputFileListRemaps', remapped.replace(/,/g, '\n') + '\n');
       cmd += ` -R ${listFiles.remaps.path}`;
     }
   }
