@@ -9,11 +9,10 @@
  * 127.0.0.1 and localhost).
  */
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as path from 'node:path';
-import * as tls from 'node:tls';
 import { startTestServer, type ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
 import { GahpProcess, REPO_ROOT, makeTempDir } from '../support/gahp-process.js';
+import { startTlsFront, type TlsFront } from '../support/tls-front.js';
 import { batchName, esc, jobName } from '../commands/helpers.js';
 import { submitLine, writeInput } from '../submit/support.js';
 
@@ -22,7 +21,7 @@ const CERT = path.join(TLS_DIR, 'test-cert.pem');
 
 describe('an https project', () => {
   let server: ExtendedTestBoincServer;
-  let proxy: tls.Server;
+  let proxy: TlsFront;
   let httpsUrl: string;
   let dir: string;
   const gahps: GahpProcess[] = [];
@@ -30,21 +29,14 @@ describe('an https project', () => {
   beforeAll(async () => {
     server = await startTestServer();
     const target = new URL(server.url);
-    proxy = tls.createServer({ key: fs.readFileSync(path.join(TLS_DIR, 'test-key.pem')), cert: fs.readFileSync(CERT) }, (client) => {
-      const upstream = net.connect(Number(target.port), target.hostname);
-      client.pipe(upstream).pipe(client);
-      client.on('error', () => upstream.destroy());
-      upstream.on('error', () => client.destroy());
-    });
-    proxy.on('tlsClientError', () => undefined);
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-    httpsUrl = `https://127.0.0.1:${(proxy.address() as net.AddressInfo).port}${target.pathname}`;
+    proxy = await startTlsFront(target, path.join(TLS_DIR, 'test-key.pem'), CERT);
+    httpsUrl = `https://127.0.0.1:${proxy.port}${target.pathname}`;
     dir = makeTempDir('boinc-gahp-https-');
   });
 
   afterAll(async () => {
     for (const g of gahps) await g.close();
-    await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    await proxy.close();
     await server.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });

@@ -6,13 +6,12 @@
  */
 import * as fs from 'node:fs';
 import * as http from 'node:http';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import * as tls from 'node:tls';
 import { startTestServer, type TestBoincServer } from '../../fixtures/test-server/index.js';
 import { startForwardProxy } from '../support/forward-proxy.js';
 import { GAHP_BIN, makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
+import { startTlsFront } from '../support/tls-front.js';
 import { runCli, type RunResult } from './cli-support.js';
 
 /** bin/boinc-gahp as the doctor names this installation. */
@@ -122,19 +121,25 @@ test('project: answers, is BOINC, accepts the account, submit access; wrong auth
   await new Promise<void>((resolve) => notBoinc.listen(0, '127.0.0.1', resolve));
   const notBoincUrl = `http://127.0.0.1:${(notBoinc.address() as { port: number }).port}/project/`;
   try {
-    const [good, badAuth, noAccess, html, wrongPath, refused] = await Promise.all([
+    const [good, badAuth, noAccess, html, wrongPath, refused, withPassword] = await Promise.all([
       doctor([]),
       doctor([], { auth: wrong }),
       doctor([], { auth: nobody }),
       doctor([], { url: notBoincUrl }),
       doctor([], { url: server.url.replace('/boinc_test/', '/elsewhere/') }),
       doctor([], { url: 'http://127.0.0.1:1/project/' }),
+      doctor([], { url: server.url.replace('http://', 'http://site:pw-secret@') }),
     ]);
     expect(good.code).toBe(0);
     expect(line(good, 'project URL')).toMatch(/^ok {4}project URL http:\/\/127\.0\.0\.1:\d+\/boinc_test\/: DNS 127\.0\.0\.1 -> 127\.0\.0\.1, TCP 127\.0\.0\.1:\d+ connected in \d+ ms, HTTP 200$/);
     expect(line(good, 'BOINC project')).toBe(`ok    BOINC project: ${server.url}submit_rpc_handler.php answers ping`);
     expect(line(good, 'account')).toMatch(/^ok {4}account: accepted/);
     expect(line(good, 'submit access')).toBe("ok    submit access: to uppercase, concat, zipper, failing (4 of the project's 4 app(s))");
+
+    // A password in the project URL (Basic auth in front of a project) is used, never printed.
+    expect(withPassword.code).toBe(0);
+    expect(withPassword.stdout + withPassword.stderr).not.toContain('pw-secret');
+    expect(line(withPassword, 'project URL')).toMatch(/^ok {4}project URL http:\/\/site:\*\*\*@127\.0\.0\.1:\d+\/boinc_test\/: /);
 
     expect(badAuth.code).toBe(1);
     expect(line(badAuth, 'account')).toBe(`FAIL  account: refused: bad authenticator  -> fix: put this project's authenticator for the account (its web site's account keys page) into ${wrong}`);
@@ -301,15 +306,8 @@ test('project over https: the certificate verified through NODE_EXTRA_CA_CERTS; 
   const cert = path.join(tlsDir, 'test-cert.pem');
   const target = new URL(server.url);
   // A TLS front for the test server, as a site's https project would have.
-  const front = tls.createServer({ key: fs.readFileSync(path.join(tlsDir, 'test-key.pem')), cert: fs.readFileSync(cert) }, (client) => {
-    const upstream = net.connect(Number(target.port), target.hostname);
-    client.pipe(upstream).pipe(client);
-    client.on('error', () => upstream.destroy());
-    upstream.on('error', () => client.destroy());
-  });
-  front.on('tlsClientError', () => undefined);
-  await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
-  const httpsUrl = `https://127.0.0.1:${(front.address() as net.AddressInfo).port}${target.pathname}`;
+  const front = await startTlsFront(target, path.join(tlsDir, 'test-key.pem'), cert);
+  const httpsUrl = `https://127.0.0.1:${front.port}${target.pathname}`;
   try {
     const [trusted, untrusted] = await Promise.all([
       doctor([], { url: httpsUrl, env: { NODE_EXTRA_CA_CERTS: cert } }),
@@ -322,7 +320,7 @@ test('project over https: the certificate verified through NODE_EXTRA_CA_CERTS; 
     expect(untrusted.code).toBe(1);
     expect(line(untrusted, 'project URL')).toMatch(/^FAIL {2}project URL https:.*, then TLS failed: certificate of boinc-gahp test server issued by boinc-gahp test server refused: DEPTH_ZERO_SELF_SIGNED_CERT {2}-> fix: if the project's certificate is signed by a site CA, give that CA with --ca-file <PEM file> \(BOINC_GAHP_CA_FILE\)/);
   } finally {
-    await new Promise((resolve) => front.close(resolve));
+    await front.close();
   }
 });
 

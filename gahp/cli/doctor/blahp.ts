@@ -10,8 +10,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { blahConfigLocation, parseBlahConfig } from '../../blahp/config.js';
 import { defaultEntry, MARKER, scriptText, SCRIPT_ACTIONS } from '../../blahp/install.js';
+import { samePath } from './condor.js';
 import type { DoctorTarget } from './context.js';
-import type { Report } from './report.js';
+import { printableUrl, type Report } from './report.js';
 
 /** Where HTCondor's blahp packages put their scripts. */
 const DEFAULT_LIBEXEC = '/usr/libexec/blahp';
@@ -55,14 +56,6 @@ function execLine(text: string): { node: string; entry: string } | undefined {
   const m = /^exec ('(?:[^']|'\\'')*') ('(?:[^']|'\\'')*') blahp /m.exec(text);
   const unquote = (q: string) => q.slice(1, -1).replace(/'\\''/g, "'");
   return m ? { node: unquote(m[1]!), entry: unquote(m[2]!) } : undefined;
-}
-
-function samePath(a: string, b: string): boolean {
-  try {
-    return fs.realpathSync(a) === fs.realpathSync(b);
-  } catch {
-    return false;
-  }
 }
 
 export function checkBlahpScripts(report: Report, s: BlahpSetup): void {
@@ -123,7 +116,7 @@ export function checkBlahConfig(report: Report, s: BlahpSetup): DoctorTarget | u
   if (absent.length) {
     report.fail('blahp', what, `${absent.join(' and ')} not set`, `add ${absent.map((k) => `${k}=<${k === 'boinc_project_url' ? 'project master URL' : 'file holding the authenticator'}>`).join(' and ')} to ${s.configFile}`);
   } else if (lrms.includes('boinc')) {
-    report.ok('blahp', what, `supported_lrms has boinc; boinc_project_url=${url}; boinc_authenticator_file=${auth}`);
+    report.ok('blahp', what, `supported_lrms has boinc; boinc_project_url=${printableUrl(url!)}; boinc_authenticator_file=${auth}`);
   }
   if (!url && !auth) return undefined;
   return {

@@ -41,7 +41,8 @@ function configValue(tool: string, name: string, env: NodeJS.ProcessEnv): Promis
   });
 }
 
-function samePath(a: string, b: string): boolean {
+/** Two paths name the same file once links are resolved (false when either is missing). */
+export function samePath(a: string, b: string): boolean {
   try {
     return fs.realpathSync(a) === fs.realpathSync(b);
   } catch {

@@ -129,8 +129,15 @@ function get(socket: net.Socket, url: URL, viaProxy: boolean, opts: ProbeOptions
     req = http.request({
       createConnection: () => socket,
       method: 'GET',
-      path: viaProxy && url.protocol === 'http:' ? url.href : url.pathname + url.search,
-      headers: { host: url.host, 'user-agent': 'boinc-gahp doctor', connection: 'close', ...(viaProxy && url.protocol === 'http:' ? proxyAuthorization(opts.proxy) : {}) },
+      path: viaProxy && url.protocol === 'http:' ? `${url.protocol}//${url.host}${url.pathname}${url.search}` : url.pathname + url.search,
+      headers: {
+        host: url.host,
+        'user-agent': 'boinc-gahp doctor',
+        connection: 'close',
+        ...(viaProxy && url.protocol === 'http:' ? proxyAuthorization(opts.proxy) : {}),
+        // Credentials in the project URL are sent as the GAHP's client sends them.
+        ...(url.username ? { authorization: `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}` } : {}),
+      },
     });
     req.once('error', reject);
     req.once('response', (res) => {

@@ -13,7 +13,7 @@ import { networkSettings } from '../options.js';
 import type { DoctorContext, DoctorTarget, ProjectFindings } from './context.js';
 import type { NetworkPlan } from './network.js';
 import { ProbeFailure, probeGet, type ProbeOptions } from './probe.js';
-import type { Report } from './report.js';
+import { printableUrl, type Report } from './report.js';
 
 const STEP_FIX: Record<string, string> = {
   dns: 'check the host name in the project URL, or this host\'s DNS resolver (/etc/resolv.conf)',
@@ -46,7 +46,7 @@ export function projectUrl(report: Report, target: DoctorTarget): URL | undefine
 /** The URL answers, rung by rung. */
 export async function checkReachable(ctx: DoctorContext, report: Report, url: URL, net: NetworkPlan): Promise<boolean> {
   const opts: ProbeOptions = { timeoutMs: ctx.timeoutMs, ca: net.ca, ...(net.proxy ? { proxy: net.proxy } : {}) };
-  const what = `project URL ${url.href}`;
+  const what = `project URL ${printableUrl(url)}`;
   try {
     const r = await probeGet(url, opts);
     const found = r.steps.join(', ');
@@ -88,12 +88,12 @@ export async function checkBoincProject(ctx: DoctorContext, report: Report, url:
   try {
     try {
       await client.ping();
-      report.ok('project', 'BOINC project', `${url.href}submit_rpc_handler.php answers ping`);
+      report.ok('project', 'BOINC project', `${printableUrl(url)}submit_rpc_handler.php answers ping`);
     } catch (err) {
       const e = err as BoincRpcError;
       const notBoinc = e.kind === 'protocol';
       const answer = /^HTTP \d/.test(e.serverMessage) ? `answers ${e.serverMessage}` : `answers, but not as BOINC does (${e.serverMessage})`;
-      report.fail('project', 'BOINC project', notBoinc ? `not a BOINC project: ${url.href}submit_rpc_handler.php ${answer}` : `ping failed: ${e.serverMessage}`,
+      report.fail('project', 'BOINC project', notBoinc ? `not a BOINC project: ${printableUrl(url)}submit_rpc_handler.php ${answer}` : `ping failed: ${e.serverMessage}`,
         notBoinc ? 'give the project\'s master URL (its web site shows it; submit_rpc_handler.php is right under it), and check the project enables remote job submission'
           : 'check the project\'s web server and database (BOINC answers ping only when both work)');
       return findings;

@@ -81,3 +81,15 @@ export function reason(err: unknown): string {
   if (e?.code && typeof e.code === 'string' && !String(e.message).includes(e.code)) return `${e.code}: ${e.message}`;
   return e instanceof Error ? e.message : String(err);
 }
+
+/** A URL fit to print: a password in it (Basic auth for the project) replaced by `***`. */
+export function printableUrl(u: URL | string): string {
+  let url: URL;
+  try {
+    url = new URL(typeof u === 'string' ? u : u.href);
+  } catch {
+    return '(not a URL)';
+  }
+  if (url.password) url.password = '***';
+  return url.href;
+}
