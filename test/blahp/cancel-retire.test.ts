@@ -12,7 +12,9 @@ const RETIRED = 4;
 let env: BlahpEnv;
 
 beforeAll(async () => {
-  env = await startBlahpEnv();
+  // A gather window far longer than a submit call's start-up on a loaded machine: the
+  // jobs submitted side by side share one batch.
+  env = await startBlahpEnv({}, { boinc_submit_gather_ms: '5000' });
 }, LONG);
 
 afterAll(async () => {
