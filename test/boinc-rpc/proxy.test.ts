@@ -12,12 +12,11 @@
  * beside it) is signed by it for boinc.invalid, localhost and 127.0.0.1.
  */
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as path from 'node:path';
-import * as tls from 'node:tls';
 import { startTestServer, type ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
 import { GahpProcess, REPO_ROOT, makeTempDir } from '../support/gahp-process.js';
 import { closedPort, startForwardProxy, type ForwardProxy } from '../support/forward-proxy.js';
+import { startTlsFront, type TlsFront } from '../support/tls-front.js';
 import { batchName, esc, jobName, waitPast } from '../commands/helpers.js';
 import { runCli } from '../cli/cli-support.js';
 
@@ -27,7 +26,7 @@ const PASSWORD = 'pr0xy-s3cret';
 const CREDENTIALS = `site-user:${PASSWORD}`;
 
 let server: ExtendedTestBoincServer;
-let terminator: tls.Server;
+let terminator: TlsFront;
 let proxy: ForwardProxy;
 let dir: string;
 /** The project's URLs by the name only the proxy knows. */
@@ -39,16 +38,9 @@ beforeAll(async () => {
   server = await startTestServer();
   const target = new URL(server.url);
   // TLS in front of the test server, with the site CA's certificate for boinc.invalid.
-  terminator = tls.createServer({ key: fs.readFileSync(path.join(TLS_DIR, 'site-server-key.pem')), cert: fs.readFileSync(path.join(TLS_DIR, 'site-server-cert.pem')) }, (client) => {
-    const upstream = net.connect(Number(target.port), target.hostname);
-    client.pipe(upstream).pipe(client);
-    client.on('error', () => upstream.destroy());
-    upstream.on('error', () => client.destroy());
-  });
-  terminator.on('tlsClientError', () => undefined);
-  await new Promise<void>((resolve) => terminator.listen(0, '127.0.0.1', resolve));
+  terminator = await startTlsFront(target, path.join(TLS_DIR, 'site-server-key.pem'), path.join(TLS_DIR, 'site-server-cert.pem'));
   httpUrl = `http://boinc.invalid:${target.port}${target.pathname}`;
-  httpsUrl = `https://boinc.invalid:${(terminator.address() as net.AddressInfo).port}${target.pathname}`;
+  httpsUrl = `https://boinc.invalid:${terminator.port}${target.pathname}`;
   proxy = await startForwardProxy({ hosts: { 'boinc.invalid': '127.0.0.1' }, credentials: CREDENTIALS });
   dir = makeTempDir('boinc-gahp-proxy-');
 });
@@ -56,7 +48,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const g of gahps) await g.close();
   await proxy.close();
-  await new Promise<void>((resolve) => terminator.close(() => resolve()));
+  await terminator.close();
   await server.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });
