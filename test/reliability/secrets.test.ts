@@ -49,7 +49,7 @@ let outRoot: string;
 beforeAll(async () => {
   stateDir = makeTempDir('boinc-gahp-secret-state-');
   outRoot = makeTempDir('boinc-gahp-secret-out-');
-  env = await startEnv({ apps: [...sampleApps, trapZip, escapingName] }, { stateDir, logFile: path.join(stateDir, 'gahp.log'), args: ['--rpc-timeout', '1'] });
+  env = await startEnv({ apps: [...sampleApps, trapZip, escapingName] }, { stateDir, logFile: path.join(stateDir, 'gahp.log'), args: ['--rpc-timeout', '60'] });
 });
 
 afterAll(async () => {

@@ -1,6 +1,6 @@
 /**
  * Time to a clear error when the server stops answering, through the real GAHP process
- * (--rpc-timeout 1): for every RPC each command uses, a persistent hang of that RPC, and a
+ * (--rpc-timeout 5): for every RPC each command uses, a persistent hang of that RPC, and a
  * hang of the whole server. The bound (README, "Retries and time to error"): an RPC call
  * gives up after at most two timeouts, retry layers do not multiply, so a hang ends any
  * command with an error result within about three RPC timeouts (plus backoff and the
@@ -16,9 +16,17 @@ import { makeTempDir } from '../support/gahp-process.js';
 import { submitLine, writeInput, type LineJob } from '../submit/support.js';
 import { pool, tempFiles } from './support.js';
 
-const RPC_TIMEOUT_MS = 1000;
-/** About three RPC timeouts, plus backoff and the fast calls around them (a loaded 2-core machine). */
-const BOUND_MS = 3 * RPC_TIMEOUT_MS + 2500;
+/**
+ * Only a hang makes it fire: the set-up's calls and the fast calls around a hang must never
+ * reach it, even on a busy machine (issue 23: tests must not fail because the machine is slow).
+ */
+const RPC_TIMEOUT_MS = 5000;
+/**
+ * About three RPC timeouts, plus backoff and the fast calls around them: before a fourth
+ * could have passed, so a retry layer too many (a fourth timeout) fails the test however
+ * busy the machine is.
+ */
+const BOUND_MS = 4 * RPC_TIMEOUT_MS - 500;
 
 type Command = 'ping' | 'submit' | 'query' | 'fetch' | 'abort' | 'retire' | 'lease';
 const S = 'submit_rpc_handler.php' as const;
@@ -141,7 +149,7 @@ async function runCase(w: Worker, c: Case): Promise<Outcome> {
 }
 
 describe('time to a clear error when the server does not answer', () => {
-  test('--rpc-timeout 1: every command, every RPC it uses hanging, and the whole server hanging: an error result within about three RPC timeouts', async () => {
+  test('--rpc-timeout 5: every command, every RPC it uses hanging, and the whole server hanging: an error result within about three RPC timeouts', async () => {
     const workers: Worker[] = [];
     try {
       for (let i = 0; i < 3; i++) workers.push(await startWorker(i));
@@ -154,7 +162,7 @@ describe('time to a clear error when the server does not answer', () => {
           free.push(w);
         }
       });
-      process.stdout.write(`[reliability] time to error, --rpc-timeout 1:\n${outcomes.map((o) => `  ${o.name}: ${o.ms} ms: ${o.result.slice(0, 160)}`).join('\n')}\n`);
+      process.stdout.write(`[reliability] time to error, --rpc-timeout 5:\n${outcomes.map((o) => `  ${o.name}: ${o.ms} ms: ${o.result.slice(0, 160)}`).join('\n')}\n`);
       for (const [i, o] of outcomes.entries()) {
         const c = CASES[i]!;
         // A clear error naming the RPC that failed (or, whole server: some RPC).
@@ -198,8 +206,11 @@ describe('time to a clear error when the server does not answer', () => {
       expect(q).toEqual(['query_batch2 failed: aborted: the command timeout of 2 s passed']);
       process.stdout.write(`[reliability] --command-timeout 2 (--rpc-timeout 30): crawling uploads: error after ${submitMs} ms; hanging query_batch2: error after ${queryMs} ms\n`);
       for (const ms of [submitMs, queryMs]) {
+        // Not before the timeout; and well before the 20 s upload or the 30 s RPC timeout
+        // would have ended it (the result is due 2 s after the timeout at the latest, when
+        // the command is abandoned; the rest is slack for a busy machine).
         expect(ms).toBeGreaterThanOrEqual(1900);
-        expect(ms).toBeLessThan(4500);
+        expect(ms).toBeLessThan(15_000);
       }
       // Without the fault the same submit completes (what arrived is kept).
       env.server.clearFaults();
