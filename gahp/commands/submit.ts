@@ -13,8 +13,14 @@
  *     of them, reused for the missing ones; anything else fails;
  *  5. staging (staging/stage-inputs.ts, upload.ts): each `condorv_<md5>` linked to the
  *     batch once, uploaded only if absent; the ledger records the linked files;
- *  6. submit_batch (staging/batch-calls.ts), a memory bound not above the app template's
- *     left out (staging/memory-bound.ts); ledger 'submitted'.
+  const memory = withTemplateMemoryFloor(req.jobParams, templates.rscMemoryBound);
+  if (memory.note) log.info(`${tag}: ${memory.note}`);
+  try {
+    await step('submit_batch', () => submitBatch(rpc, { ...req, jobParams: memory.params }, batch.batchId, staged.boincJobs, signal));
+  } catch (err) {
+ *  6. submit_batch (staging/batch-calls.ts); ledger 'submitted'. Cut by the command deadline
+ *     once it went out, the batch is withdrawn (its jobs aborted, the batch retired): the
+ *     gridmanager takes the error as the batch's end and will fetch none of its jobs.
  * A warm submit waits for four calls: the lookups, create_batch, query_files, submit_batch.
  * Every call carries the command's signal (QUIT, EOF, the command deadline).
  */
@@ -24,7 +30,7 @@ import type { LedgerBatchPatch } from '../ledger/types.js';
 import type { AsyncCommand, HandlerContext } from '../protocol/commands.js';
 import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
 import type { ProjectBinding } from '../session.js';
-import { createBatch, findBatch, submitBatch } from '../staging/batch-calls.js';
+import { createBatch, findBatch, submitBatch, withdrawBatch } from '../staging/batch-calls.js';
 import { useExisting } from '../staging/batch-choice.js';
 import { HashCache } from '../staging/hash-cache.js';
 import { HashPool, hashSources, type HashedFile, type HashSourcesResult } from '../staging/hashing.js';
@@ -189,7 +195,22 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
   const tSubmit = Date.now();
   const memory = withTemplateMemoryFloor(req.jobParams, templates.rscMemoryBound);
   if (memory.note) log.info(`${tag}: ${memory.note}`);
-  await step('submit_batch', () => submitBatch(rpc, { ...req, jobParams: memory.params }, batch.batchId, staged.boincJobs, signal));
+  try {
+    await step('submit_batch', () => submitBatch(rpc, { ...req, jobParams: memory.params }, batch.batchId, staged.boincJobs, signal));
+  } catch (err) {
+    if (!ctx.deadlinePassed?.()) throw err;
+    // A shutdown (QUIT, EOF) is left alone: the next gridmanager repeats this submit.
+    let withdrawn: string;
+    try {
+      const n = await withdrawBatch(rpc, req.batchName, batch.batchId);
+      await recordBatch({ state: 'retired' }).catch(() => undefined);
+      withdrawn = `; the batch was withdrawn (${n} job${n === 1 ? '' : 's'} aborted, batch retired): a released job goes into a new batch`;
+    } catch (e) {
+      withdrawn = `; withdrawing the batch failed too (${errorMessage(e)}): its jobs may run unfetched until its lease ends`;
+    }
+    log.info(`${tag}: cut by the command deadline during submit_batch${withdrawn}`);
+    throw new Error(`${errorMessage(err)}${withdrawn}`, { cause: err });
+  }
   await recordBatch({ batchId: batch.batchId, ...submittedPatch(jobs, staged.hashed) });
   log.info(`${tag}: submitted ${staged.boincJobs.length} jobs into batch ${batch.batchId} in ${Date.now() - tSubmit} ms (total ${Date.now() - t0} ms)`);
   return ['NULL'];

@@ -18,6 +18,8 @@ export interface HandlerContext {
   signal: AbortSignal;
   reqId: string;
   log: Logger;
+  /** True once the command's deadline has passed (its signal then fired for that, not for a shutdown). */
+  deadlinePassed?: () => boolean;
 }
 
 interface CommandBase {

@@ -301,7 +301,7 @@ export class GahpServer {
     let tokens: string[];
     try {
       if (deadline?.expired) throw new Error(`${deadline.reason} before the command could start`);
-      const work = command.run(request, { signal: deadline?.signal ?? this.abort.signal, reqId, log: this.log });
+      const work = command.run(request, { signal: deadline?.signal ?? this.abort.signal, reqId, log: this.log, deadlinePassed: () => deadline?.expired === true });
       if (deadline) work.catch(() => undefined); // may be abandoned below
       tokens = checkResultTokens(await (deadline ? Promise.race([work, deadline.abandon]) : work));
     } catch (err) {

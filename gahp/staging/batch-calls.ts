@@ -135,3 +135,23 @@ export async function submitBatch(rpc: BoincRpc, req: SubmitRequest, batchId: nu
     }
   }
 }
+
+/** How long withdrawing a cut submit may take (it runs after the command's own signal has fired). */
+const WITHDRAW_MS = 15_000;
+
+/**
+ * What a BOINC_SUBMIT cut by its command deadline after submit_batch went out may have left:
+ * jobs the gridmanager will never fetch. It takes the error result as the end of the batch
+ * (the jobs are held; released, they go into a new batch of a new name:
+ * docs/gahp-protocol.md), so the jobs the server holds are aborted and the batch retired.
+ * Runs on its own bounded signal (the command's has fired). Returns how many jobs it aborted.
+ */
+export async function withdrawBatch(rpc: BoincRpc, batchName: string, batchId: number): Promise<number> {
+  const signal = AbortSignal.timeout(WITHDRAW_MS);
+  const found = await findBatch(rpc, batchName, batchId, signal);
+  if (!found) return 0;
+  const names = found.jobs.map((j) => j.name);
+  if (names.length > 0) await rpc.abortJobs(names, { signal });
+  await rpc.retireBatch({ batchName, signal });
+  return names.length;
+}
