@@ -46,8 +46,11 @@ const key = (projectUrl: string, name: string) => `${projectUrl}\n${name}`;
 
 export class JournalState {
   private readonly batches = new Map<string, BatchRecord>();
-  /** `<submitter>#<cluster>.<proc>` -> the newest batch holding that job. */
-  private readonly newestByJob = new Map<string, BatchRecord>();
+  /**
+   * submitter -> `<cluster>.<proc>` -> the newest batch holding that job (one map per
+   * submitter: the keys are short strings, not the submitter repeated in each).
+   */
+  private readonly newestByJob = new Map<string, Map<string, BatchRecord>>();
 
   get size(): number {
     return this.batches.size;
@@ -221,16 +224,17 @@ export class JournalState {
     const submitter = submitterOf(rec.name);
     if (submitter === undefined) return;
     const prefix = rec.name + '#';
+    let byProcId = this.newestByJob.get(submitter);
+    if (!byProcId) this.newestByJob.set(submitter, (byProcId = new Map<string, BatchRecord>()));
     for (const job of jobNames) {
       if (!job.startsWith(prefix)) continue;
       const procId = job.slice(prefix.length);
       if (!PROC_ID.test(procId)) continue;
-      const k = `${submitter}#${procId}`;
-      const newest = this.newestByJob.get(k);
+      const newest = byProcId.get(procId);
       if (newest === rec) continue;
       if (newest === undefined || newest.createdAt <= rec.createdAt) {
         if (newest) (newest.superseded ??= new Set()).add(`${newest.name}#${procId}`);
-        this.newestByJob.set(k, rec);
+        byProcId.set(procId, rec);
       } else {
         (rec.superseded ??= new Set()).add(job);
       }
