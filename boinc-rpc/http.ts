@@ -99,7 +99,7 @@ export class HttpClient {
     if (err instanceof HttpTimeout || err instanceof HttpFailure || err instanceof FileChangedError || err instanceof ReplyTooLarge) return err;
     const e = err as { code?: string; message?: string; cause?: unknown; name?: string };
     const cause = e.cause as { code?: string; message?: string } | undefined;
-    if (cause instanceof FileChangedError || cause instanceof ReplyTooLarge || cause instanceof HttpFailure) return cause;
+    if (cause instanceof FileChangedError || cause instanceof ReplyTooLarge || cause instanceof HttpFailure || cause instanceof HttpTimeout) return cause;
     const code = cause?.code ?? e.code;
     const message = cause?.message ?? e.message ?? String(err);
     const proxy = route?.proxy ? redactUrl(route.proxy) : undefined;
@@ -182,9 +182,11 @@ export class HttpClient {
       const chunks: Buffer[] = [];
       let bytes = 0;
       let settled = false;
+      const disarm = opts.timeouts.idle !== undefined ? watchIdle(req, opts.timeouts.idle) : () => undefined;
       const fail = (err: unknown) => {
         if (settled) return;
         settled = true;
+        disarm();
         untrack();
         req.destroy();
         reject(this.timeout(err, opts.timeouts) ?? this.failure(err, route, url, res !== undefined));
@@ -205,6 +207,7 @@ export class HttpClient {
       req.on('end', () => {
         if (settled) return;
         settled = true;
+        disarm();
         untrack();
         const via = route.proxy && !route.tunnel ? { via: redactUrl(route.proxy) } : {};
         resolve({ status: res?.statusCode ?? 0, statusMessage: res?.statusMessage ?? '', headers: res?.headers ?? {}, body: Buffer.concat(chunks, bytes), ...via });
@@ -232,7 +235,11 @@ export class HttpClient {
       const r = got.stream(url, this.common(route, t, opts.userAgent) as never);
       req = r;
       const untrack = this.track(r);
-      r.once('close', untrack);
+      const disarm = watchIdle(r, opts.idleMs);
+      r.once('close', () => {
+        disarm();
+        untrack();
+      });
       if (destroyedBy) r.destroy(destroyedBy.err);
       return new Promise<DownloadReply>((resolve, reject) => {
         let answered = false;
@@ -262,6 +269,28 @@ export class HttpClient {
     this.inFlight.clear();
     this.routes.destroy();
   }
+}
+
+/**
+ * The inactivity timeout before got has a socket to watch: a proxy that accepts the
+ * connection and never answers the CONNECT would hold an upload or a download (which have
+ * no total timeout) until the command's deadline. Any progress either way restarts it;
+ * got's own socket timeout does the same once connected.
+ */
+function watchIdle(req: GotRequest, ms: number): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  const arm = () => {
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(() => req.destroy(new HttpTimeout(req.uploadProgress.transferred > 0 ? 'socket' : 'connect', ms)), ms);
+  };
+  arm();
+  req.on('uploadProgress', arm);
+  req.on('downloadProgress', arm);
+  return () => {
+    if (timer) clearTimeout(timer);
+    req.off('uploadProgress', arm);
+    req.off('downloadProgress', arm);
+  };
 }
 
 const portOf = (url: URL) => Number(url.port) || (url.protocol === 'https:' ? 443 : 80);

@@ -12,8 +12,11 @@
  * beside it) is signed by it for boinc.invalid, localhost and 127.0.0.1.
  */
 import * as fs from 'node:fs';
+import * as net from 'node:net';
 import * as path from 'node:path';
 import { startTestServer, type ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
+import { BoincClient } from '../../boinc-rpc/client.js';
+import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { GahpProcess, REPO_ROOT, makeTempDir } from '../support/gahp-process.js';
 import { closedPort, startForwardProxy, type ForwardProxy } from '../support/forward-proxy.js';
 import { startTlsFront, type TlsFront } from '../support/tls-front.js';
@@ -193,4 +196,29 @@ test('a proxy that is down, and one that cannot reach the project: results namin
   expect(plainError).toBe(`ping failed: HTTP 502 Bad Gateway from proxy http://127.0.0.1:${proxy.port} (its own answer or the project's): proxy refused: 502`);
   await down.gahp.close();
   expectNoPassword(downError!, unknownError!, plainError!, down.gahp.stderr, fs.readFileSync(down.log, 'utf8'));
+});
+
+test('a proxy that accepts the connection and never answers the CONNECT: an upload times out, nothing sent', async () => {
+  const held = new Set<net.Socket>();
+  const silent = net.createServer((s) => {
+    held.add(s);
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const port = (silent.address() as net.AddressInfo).port;
+  const input = path.join(dir, 'silent-upload.txt');
+  fs.writeFileSync(input, 'never sent\n');
+  const client = new BoincClient({ projectUrl: httpsUrl, authenticator: server.authenticator, timeoutMs: 500, retries: 0, network: { proxy: `http://127.0.0.1:${port}`, caFile: SITE_CA } });
+  try {
+    const t0 = Date.now();
+    const err = await client.uploadFiles({ files: [{ path: input, physName: 'condorv_silent' }] }).then(() => undefined, (e: unknown) => e as BoincRpcError);
+    expect(err).toBeInstanceOf(BoincRpcError);
+    expect(err!.timedOut).toBe(true);
+    expect(err!.uncertain).toBe(false);
+    expect(Date.now() - t0).toBeLessThan(5000);
+  } finally {
+    client.close();
+    for (const s of held) s.destroy();
+    await new Promise<void>((resolve) => silent.close(() => resolve()));
+  }
 });
