@@ -4,7 +4,7 @@
  * `batch boinc`, is used) and GRIDMANAGER_GAHP_CALL_TIMEOUT against --command-timeout.
  * condor_config_val runs with an argument list, no shell.
  */
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { defaultEntry } from '../../blahp/install.js';
@@ -34,9 +34,13 @@ export function onPath(name: string, env: NodeJS.ProcessEnv): string | undefined
 /** A configuration value, or undefined when HTCondor says it is not defined. */
 function configValue(tool: string, name: string, env: NodeJS.ProcessEnv): Promise<string | undefined> {
   return new Promise((resolve) => {
-    execFile(tool, [name], { env, timeout: 20_000, encoding: 'utf8' }, (err, stdout) => {
+    const child = spawn(tool, [name], { env, timeout: 20_000, stdio: ['ignore', 'pipe', 'ignore'] });
+    let stdout = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.on('error', () => resolve(undefined));
+    child.on('close', (code) => {
       const value = stdout.trim();
-      resolve(err || value === '' ? undefined : value);
+      resolve(code !== 0 || value === '' ? undefined : value);
     });
   });
 }
