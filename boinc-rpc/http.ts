@@ -22,6 +22,8 @@
  * 'socket' after it.
  */
 import type * as http from 'node:http';
+import type * as net from 'node:net';
+import type * as tls from 'node:tls';
 import { PassThrough } from 'node:stream';
 import type { Got, Request as GotRequest } from 'got';
 import { redactUrl, trustSources, type NetworkSettings } from './network.js';
@@ -44,6 +46,21 @@ export interface PostReply {
   body: Buffer;
   /** The proxy the request was forwarded by (absolute form; no credentials): its 5xx may be the proxy's own. */
   via?: string;
+}
+
+/** What `get` saw of its connection, filled in as it happens. */
+export interface ConnectionTrace {
+  /** The peer the socket connected to (the proxy's, through one) and how long connecting took. */
+  connected?: { address: string; port: number; ms: number };
+  /** The TLS of the reply's connection, its certificate verified. */
+  tls?: { protocol: string; subject: string; issuer: string };
+}
+
+export interface GetReply {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  /** The body, cut at the caller's limit. */
+  body: Buffer;
 }
 
 /** The head of a download's reply; its body is read from `body`. */
@@ -215,6 +232,43 @@ export class HttpClient {
     });
   }
 
+  /**
+   * GETs url and reads the reply up to `maxBytes` (the rest is dropped), any status; for
+   * `boinc-gahp doctor`, which reports what the connection did: `trace` is filled as the
+   * request goes (the socket's peer and connect time; the TLS protocol and the certificate
+   * once verified), so a failure can say how far it got. Failures as the RPCs' are.
+   */
+  async get(urlText: string, opts: { timeoutMs: number; userAgent: string; maxBytes: number; trace: ConnectionTrace }): Promise<GetReply> {
+    const url = parseHttpUrl(urlText);
+    const [{ got }, route] = await Promise.all([this.load(), this.routes.route(url)]);
+    const t = { total: opts.timeoutMs };
+    const req = got.stream(url, this.common(route, t, opts.userAgent) as never);
+    const untrack = this.track(req);
+    req.once('request', (clientRequest: http.ClientRequest) => clientRequest.once('socket', (socket) => traceSocket(socket, opts.trace)));
+    return new Promise<GetReply>((resolve, reject) => {
+      let res: http.IncomingMessage | undefined;
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      req.on('response', (r: http.IncomingMessage) => {
+        res = r;
+        traceTls(r.socket, opts.trace);
+      });
+      req.on('data', (chunk: Buffer) => {
+        if (bytes < opts.maxBytes) chunks.push(chunk);
+        bytes += chunk.length;
+      });
+      req.once('error', (err) => {
+        untrack();
+        req.destroy();
+        reject(this.timeout(err, t) ?? this.failure(err, route, url, res !== undefined));
+      });
+      req.once('end', () => {
+        untrack();
+        resolve({ status: res?.statusCode ?? 0, headers: res?.headers ?? {}, body: Buffer.concat(chunks).subarray(0, opts.maxBytes) });
+      });
+    });
+  }
+
   /** A 407 on a request in absolute form is the proxy's: a failure naming it. */
   private proxyAnswer(route: Route, status: number, statusMessage: string | undefined): HttpFailure | undefined {
     if (!route.proxy || route.tunnel || status !== 407) return undefined;
@@ -290,6 +344,29 @@ function watchIdle(req: GotRequest, ms: number): () => void {
     if (timer) clearTimeout(timer);
     req.off('uploadProgress', arm);
     req.off('downloadProgress', arm);
+  };
+}
+
+/** Records the socket's peer once connected (a socket from a tunnel is connected already). */
+function traceSocket(socket: net.Socket, trace: ConnectionTrace): void {
+  const started = Date.now();
+  const record = () => {
+    trace.connected = { address: socket.remoteAddress ?? '?', port: socket.remotePort ?? 0, ms: Date.now() - started };
+  };
+  if (socket.connecting) socket.once('connect', record);
+  else record();
+}
+
+/** Records the TLS protocol and certificate of a reply's socket, when it is TLS (node verified it, or there is no reply). */
+function traceTls(socket: net.Socket | null, trace: ConnectionTrace): void {
+  const t = socket as tls.TLSSocket | null;
+  if (!t || typeof t.getPeerCertificate !== 'function') return;
+  const cert = t.getPeerCertificate();
+  const first = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+  trace.tls = {
+    protocol: t.getProtocol() ?? '?',
+    subject: first(cert?.subject?.CN) ?? '?',
+    issuer: first(cert?.issuer?.O) ?? first(cert?.issuer?.CN) ?? '?',
   };
 }
 

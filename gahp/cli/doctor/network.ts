@@ -2,8 +2,8 @@
  * Check family 1, last lines: the proxy in effect for the project URL and the sources of
  * trust for its TLS certificate, as boinc-rpc/network.ts decides them for every RPC
  * (--proxy, --no-proxy, --ca-file, the proxy and CA variables; docs/architecture.md,
- * "Proxies and trust"). The probe (probe.ts) takes the same proxy and certificates, so the
- * doctor connects the way the GAHP would. A proxy's user and password are never printed.
+ * "Proxies and trust"). The probe (probe.ts) sends its request through the GAHP's own HTTP
+ * layer, so the doctor connects the way the GAHP does. A proxy's user and password are never printed.
  */
 import * as fs from 'node:fs';
 import { chooseProxy, describeNetwork, ProxySettingError, trustSources } from '../../../boinc-rpc/network.js';
@@ -14,8 +14,6 @@ import type { Report } from './report.js';
 export interface NetworkPlan {
   /** The proxy requests to the project go through (with its credentials: never print it). */
   proxy?: URL;
-  /** The trusted CAs beyond node's bundled roots (PEM texts). */
-  ca: string[];
 }
 
 const PROXY_FIX = 'correct --proxy (BOINC_GAHP_PROXY) or the https_proxy / http_proxy / all_proxy variable: an http:// or https:// URL';
@@ -44,16 +42,16 @@ function proxyLine(ctx: DoctorContext, report: Report, url: URL | undefined, pla
   }
 }
 
-/** The proxy line and the trust line for `url`; what the probe should use. */
+/** The proxy line and the trust line for `url`; the proxy the probe's request goes through. */
 export function checkNetwork(ctx: DoctorContext, report: Report, url: URL | undefined): NetworkPlan {
-  const plan: NetworkPlan = { ca: [] };
+  const plan: NetworkPlan = {};
   proxyLine(ctx, report, url, plan);
   const sources = trustSources({ ...networkSettings(ctx.g), env: ctx.env });
   const unreadable: string[] = [];
   for (const source of sources) {
     for (const file of source.files) {
       try {
-        plan.ca.push(fs.readFileSync(file, 'utf8'));
+        fs.readFileSync(file);
       } catch (err) {
         unreadable.push(`${source.label}: ${file} (${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`);
       }

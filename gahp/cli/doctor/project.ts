@@ -43,9 +43,14 @@ export function projectUrl(report: Report, target: DoctorTarget): URL | undefine
   return url;
 }
 
+/** The probe takes the GAHP's own route and trust (and the proxy network.ts found, to look its host up). */
+function probeOptions(ctx: DoctorContext, net: NetworkPlan): ProbeOptions {
+  return { timeoutMs: ctx.timeoutMs, network: { ...networkSettings(ctx.g), env: ctx.env }, ...(net.proxy ? { proxy: net.proxy } : {}) };
+}
+
 /** The URL answers, rung by rung. */
 export async function checkReachable(ctx: DoctorContext, report: Report, url: URL, net: NetworkPlan): Promise<boolean> {
-  const opts: ProbeOptions = { timeoutMs: ctx.timeoutMs, ca: net.ca, ...(net.proxy ? { proxy: net.proxy } : {}) };
+  const opts = probeOptions(ctx, net);
   const what = `project URL ${printableUrl(url)}`;
   try {
     const r = await probeGet(url, opts);
@@ -66,7 +71,7 @@ export async function checkReachable(ctx: DoctorContext, report: Report, url: UR
 /** The apps apps.php?xml=1 lists, or undefined when the project does not list them. */
 async function listedApps(ctx: DoctorContext, url: URL, net: NetworkPlan): Promise<string[] | undefined> {
   try {
-    const r = await probeGet(new URL('apps.php?xml=1', url), { timeoutMs: ctx.timeoutMs, ca: net.ca, ...(net.proxy ? { proxy: net.proxy } : {}) });
+    const r = await probeGet(new URL('apps.php?xml=1', url), probeOptions(ctx, net));
     if (r.status !== 200 || !r.body.includes('<app_versions>')) return undefined;
     return [...r.body.matchAll(/<application>[\s\S]*?<name>([^<]*)<\/name>/g)].map((m) => m[1]!.trim());
   } catch {
