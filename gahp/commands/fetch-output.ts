@@ -42,6 +42,7 @@ import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../
 import { ensureDirInside, isSafeRelativePath, resolveUnder, Staging, sweepStaleTemps } from '../output/staging.js';
 import { stageStderrAppend, withPathLock } from '../output/stderr.js';
 import { appStderr } from '../output/stderr-text.js';
+import { StderrAppendOnce } from '../output/stderr-once.js';
 import { SafeZip } from '../output/unzip.js';
 import { FETCH_OUTPUT_SYNOPSIS, parseFetchOutput, type FetchOutputRequest } from './fetch-output-args.js';
 
@@ -98,7 +99,9 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRe
         const stdoutPath = req.stdoutSpec && resolveUnder(req.iwd, req.stdoutSpec.dst);
         if (stdoutPath && !staging.destinations.includes(stdoutPath)) await writing(stdoutPath, () => staging.stageEmptyUnlessPresent(stdoutPath));
         await withPathLock(stderrPath, async () => {
-          const after = await writing(stderrPath, () => stageStderrAppend(staging, stderrPath, appStderr(job.stderrOut ?? '')));
+          // A repeated fetch (its first result was lost) does not append the same text again.
+          const once = new StderrAppendOnce(services.config.stateDir, req.jobName, stderrPath, (msg) => ctx.log.warn(msg));
+          const after = await writing(stderrPath, () => stageStderrAppend(staging, stderrPath, appStderr(job.stderrOut ?? ''), once));
           if (ctx.signal.aborted) throw new Error('GAHP shutting down: fetch abandoned');
           await staging.commit();
           if (after) await writing(stderrPath, after);

@@ -15,14 +15,16 @@
  *   seen until that next append. A failed write is cut back at once.
  * - A device or FIFO (`/dev/null` for one): appended directly after the commit.
  *
- * As before, a fetch that completed but whose result was lost is repeated by the
- * gridmanager and appends its stderr once more: whole appends can repeat.
+ * A fetch that completed but whose result was lost is repeated (by the gridmanager, or the
+ * BLAHP): given the job's StderrAppendOnce, an append that already happened, to a file
+ * nobody touched since, is not made again (stderr-once.ts).
  */
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import { syncDir, withLockFile, writeAll } from '../state-files.js';
 import { KeyedLock } from '../util.js';
 import type { Staging } from './staging.js';
+import type { StderrAppendOnce } from './stderr-once.js';
 
 /** How long an append waits for another process's append to the same file. */
 const APPEND_LOCK_WAIT_MS = 60_000;
@@ -31,7 +33,12 @@ const APPEND_LOCK_WAIT_MS = 60_000;
  * Stages the append; returns work to run after the staging commit (or undefined). With no
  * text, a missing file is still created (empty): users expect their `error` file after a job.
  */
-export async function stageStderrAppend(staging: Staging, dest: string, text: string | Buffer): Promise<(() => Promise<void>) | undefined> {
+export async function stageStderrAppend(
+  staging: Staging,
+  dest: string,
+  text: string | Buffer,
+  once?: StderrAppendOnce,
+): Promise<(() => Promise<void>) | undefined> {
   if (dest === '/dev/null') return undefined;
   if (text.length === 0) {
     await staging.stageEmptyUnlessPresent(dest);
@@ -50,7 +57,7 @@ export async function stageStderrAppend(staging: Staging, dest: string, text: st
   if (st) {
     // Through a symlink, the file it points to (its lock and undo record sit beside it).
     const target = await fsp.realpath(dest);
-    return () => appendInPlace(target, typeof text === 'string' ? Buffer.from(text, 'utf8') : text);
+    return () => appendInPlace(target, typeof text === 'string' ? Buffer.from(text, 'utf8') : text, once);
   }
   const tmp = staging.reserve(dest);
   const fh = await fsp.open(tmp, 'wx', 0o644);
@@ -61,7 +68,13 @@ export async function stageStderrAppend(staging: Staging, dest: string, text: st
     await fh.close();
   }
   staging.stage(tmp, dest);
-  return undefined;
+  if (!once) return undefined;
+  const length = typeof text === 'string' ? Buffer.byteLength(text, 'utf8') : text.length;
+  // Once renamed into place, the new file is as this append left it.
+  return async () => {
+    const after = await fsp.stat(dest, { bigint: true }).catch(() => undefined);
+    if (after) await once.appended(after, length);
+  };
 }
 
 interface UndoRecord {
@@ -76,13 +89,14 @@ function sideFiles(target: string): { lock: string; undo: string } {
 }
 
 /** Appends buf to the regular file `target` in place, crash-safe as the header says. */
-export async function appendInPlace(target: string, buf: Buffer): Promise<void> {
+export async function appendInPlace(target: string, buf: Buffer, once?: StderrAppendOnce): Promise<void> {
   const { lock, undo } = sideFiles(target);
   await withLockFile(lock, async () => {
     await undoTornAppend(target, undo);
     const fh = await fsp.open(target, 'a');
     try {
       const st = await fh.stat({ bigint: true });
+      if (once && (await once.alreadyAppended(st))) return;
       const size = Number(st.size);
       await writeUndo(undo, { ino: String(st.ino), size, length: buf.length });
       try {
@@ -94,6 +108,7 @@ export async function appendInPlace(target: string, buf: Buffer): Promise<void> 
         throw err;
       }
       await fsp.rm(undo, { force: true });
+      await once?.appended(await fh.stat({ bigint: true }), buf.length);
     } finally {
       await fh.close();
     }
