@@ -62,12 +62,23 @@ describe('BOINC_FETCH_OUTPUT', () => {
    * n BOINC_FETCH_OUTPUTs in flight at once (jobs 1 and 2 in turn, each into its own iwd),
    * all appending to one stderr file: its text once every one succeeded.
    */
+  /**
+   * Fetches n jobs at once, all appending to one stderr file: distinct jobs (a job fetched
+   * again into the same file appends once, test/commands/stderr-once.test.ts), half of
+   * them like J(1), half like J(2).
+   */
   async function fetchAllInto(stderrPath: string, n: number): Promise<string> {
+    const b = batchName('uppercase');
+    const jobs = Array.from({ length: n }, (_, i) =>
+      i % 2 ? { name: jobName(b, i), inputs: ['second\n'], commandLine: '-n 5' } : { name: jobName(b, i), inputs: ['hello world\n'] });
+    await submitBatch(env, b, 'uppercase', jobs);
+    env.server.advanceAll(b);
+    await env.server.settled();
     const ids: string[] = [];
     for (let i = 0; i < n; i++) {
       const id = env.gahp.reqId();
       ids.push(id);
-      const job = i % 2 ? J(2) : J(1);
+      const job = jobs[i]!.name;
       expect(await env.gahp.request(`BOINC_FETCH_OUTPUT ${id} ${esc(job)} ${esc(newIwd())} ${esc(stderrPath)} ALL 0`)).toBe('S');
     }
     for (const id of ids) expect((await env.gahp.waitResult(id))[0]).toBe('NULL');

@@ -95,7 +95,8 @@ function planFetch(trial: number, k: number, random: () => number): Planned {
     }
     const err = path.join(iwd, 'job.err');
     if (fs.existsSync(err)) {
-      // Whole appends only (a repeat after a fetch that completed appends once more).
+      // Whole appends only (a repeat after a fetch that completed appends once more only if
+      // the kill came between the append and its record, docs/storage.md "Output files").
       // (each copy is the app's stderr and the BOINC runtime's line, the same for every fetch)
       const text = fs.readFileSync(err, 'latin1');
       const once = stderrFilePattern(stderrText).exec(text.slice(0, text.indexOf('boinc_finish(0)\n') + 16))?.[0];
