@@ -7,7 +7,7 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { BoincClient } from '../../boinc-rpc/client.js';
-import { startTestServer, type ExtendedTestBoincServer, type ExtendedTestServerOptions } from '../../fixtures/test-server/index.js';
+import { startTestServer, type ExtendedTestBoincServer, type ExtendedTestServerOptions, type TestApp } from '../../fixtures/test-server/index.js';
 import { JournalLedger } from '../../gahp/ledger/journal-ledger.js';
 import { GahpProcess, makeTempDir, type GahpStartOptions } from '../support/gahp-process.js';
 
@@ -177,3 +177,13 @@ export async function readLedgerWhen(stateDir: string, check: (l: JournalLedger)
     await sleep(20);
   }
 }
+
+/** A test app that writes its input, as UTF-8 text, to stderr (and an empty output). */
+export const echoErrApp: TestApp = {
+  name: 'echoerr',
+  inputs: [{ openName: 'in' }],
+  outputs: [{ openName: 'out' }],
+  run(ctx) {
+    return { kind: 'success', outputs: [Buffer.alloc(0)], stderr: ctx.inputs[0]!.toString('utf8') };
+  },
+};

@@ -6,18 +6,8 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { sampleApps, type TestApp } from '../../fixtures/test-server/index.js';
-import { batchName, esc, jobName, startEnv, submitBatch, type Env } from './helpers.js';
-
-/** Writes its input, as UTF-8 text, to stderr (and an empty output). */
-const echoErrApp: TestApp = {
-  name: 'echoerr',
-  inputs: [{ openName: 'in' }],
-  outputs: [{ openName: 'out' }],
-  run(ctx) {
-    return { kind: 'success', outputs: [Buffer.alloc(0)], stderr: ctx.inputs[0]!.toString('utf8') };
-  },
-};
+import { sampleApps } from '../../fixtures/test-server/index.js';
+import { batchName, echoErrApp, esc, jobName, startEnv, submitBatch, type Env } from './helpers.js';
 
 let env: Env;
 
