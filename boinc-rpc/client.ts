@@ -33,7 +33,7 @@ import type {
   UploadBodySize,
   UploadSizeRequest,
 } from './types.js';
-import { filePartLength, multipartLength } from './multipart.js';
+import { filePartSizer, multipartLength } from './multipart.js';
 
 const SUBMIT = 'submit_rpc_handler.php';
 
@@ -341,8 +341,9 @@ export class BoincClient implements BoincRpc {
     // The body grows by each file's line in the request field and its part: sizing a
     // group file by file costs the same for every file, not the whole group again.
     const empty = this.uploadBodyBytes({ ...req, files: [] });
+    const partLength = filePartSizer();
     const grows = (f: { physName: string; size: number }, index: number) =>
-      Buffer.byteLength(xmlElement('upload_files', 'phys_name', f.physName), 'utf8') + filePartLength(index, f.physName, f.size);
+      Buffer.byteLength(xmlElement('upload_files', 'phys_name', f.physName), 'utf8') + partLength(index, f.physName, f.size);
     let bytes = empty;
     let files = 0;
     // with(f) and then add(f) is the usual pair: the growth is computed once for both.

@@ -90,12 +90,25 @@ export function multipartLength(request: string, files: ReadonlyArray<{ name: st
 }
 
 /**
- * What file part `index` adds to that length: its head, its bytes and the line break after
- * them (multipartLength of n files = multipartLength of none + filePartLength of each, by index).
+ * What each file part adds to that length (its head, its bytes and the line break after
+ * them), as form-data computes it: multipartLength of n files = multipartLength of none +
+ * the sizes of parts 0..n-1. One scratch form serves all the parts a sizer is asked about.
  */
-export function filePartLength(index: number, name: string, size: number): number {
-  const withPart = new (FormData())();
-  withPart.append('request', '');
-  withPart.append(`file_${index}`, Buffer.alloc(0), { filename: partFilename(name), contentType: 'application/octet-stream', knownLength: size });
-  return withPart.getLengthSync() - multipartLength('', []);
+export function filePartSizer(): (index: number, name: string, size: number) => number {
+  let scratch: FormDataType | undefined;
+  let parts = 0;
+  let length = 0;
+  return (index, name, size) => {
+    // A fresh scratch form every 64 parts: what it holds of each part is kept until then.
+    if (scratch === undefined || parts++ % 64 === 0) {
+      scratch = new (FormData())();
+      // A field first, so that the closing boundary is counted before the first part.
+      scratch.append('request', '');
+      length = scratch.getLengthSync();
+    }
+    scratch.append(`file_${index}`, Buffer.alloc(0), { filename: partFilename(name), contentType: 'application/octet-stream', knownLength: size });
+    const before = length;
+    length = scratch.getLengthSync();
+    return length - before;
+  };
 }

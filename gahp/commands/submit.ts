@@ -1,28 +1,17 @@
 /**
  * BOINC_SUBMIT <reqid> <batch_name> <app_name> <njobs> (<job_name> <nargs> <arg>...
- *   <ninputs> (<src_path> <dst_name>)...){njobs} [<rsc_fpops_est> <rsc_fpops_bound>
- *   <rsc_memory_bound> <rsc_disk_bound> <delay_bound> <app_version_num>]
- *
+ *   <ninputs> (<src_path> <dst_name>)...){njobs} [<rsc_fpops_est> ... <app_version_num>]
  * In order (a failure is reported as `<step>: <reason>`, staging/steps.ts):
- *  1. names and arguments are checked to survive BOINC's create_work (no I/O, validate.ts);
- *  2. every input path is stat'ed: an existing, readable regular file;
- *  3. get_templates and query_batch (a batch of this name?) together, the inputs hashed
- *     meanwhile; each job's inputs are checked and ordered against the input template;
- *  4. no batch of the name: create_batch (ledger 'creating' before). One already there
- *     (staging/batch-choice.ts): holding exactly these jobs, done; in init state with some
- *     of them, reused for the missing ones; anything else fails;
- *  5. staging (staging/stage-inputs.ts, upload.ts): each `condorv_<md5>` linked to the
- *     batch once, uploaded only if absent; the ledger records the linked files;
-  const memory = withTemplateMemoryFloor(req.jobParams, templates.rscMemoryBound);
-  if (memory.note) log.info(`${tag}: ${memory.note}`);
-  try {
-    await step('submit_batch', () => submitBatch(rpc, { ...req, jobParams: memory.params }, batch.batchId, staged.boincJobs, signal));
-  } catch (err) {
- *  6. submit_batch (staging/batch-calls.ts); ledger 'submitted'. Cut by the command deadline
- *     once it went out, the batch is withdrawn (its jobs aborted, the batch retired): the
- *     gridmanager takes the error as the batch's end and will fetch none of its jobs.
+ *  1. names and arguments checked to survive BOINC's create_work (no I/O, validate.ts);
+ *  2. every input stat'ed: an existing, readable regular file;
+ *  3. get_templates and query_batch together, hashing meanwhile; inputs ordered by template;
+ *  4. no batch of the name: create_batch (ledger 'creating' first); one there: done if it
+ *     holds these jobs, reused if in init state with some of them, else an error
+ *     (staging/batch-choice.ts);
+ *  5. staging (stage-inputs.ts): each `condorv_<md5>` linked once, uploaded only if absent;
+ *  6. submit_batch (batch-calls.ts), the ledger's record of the linked files written meanwhile;
+ *     ledger 'submitted'. Cut by the command deadline, the batch is withdrawn (withdrawOnDeadline).
  * A warm submit waits for four calls: the lookups, create_batch, query_files, submit_batch.
- * Every call carries the command's signal (QUIT, EOF, the command deadline).
  */
 import type { BigIntStats } from 'node:fs';
 import { PHP_DEFAULT_UPLOAD_LIMITS } from '../../boinc-rpc/upload-limits.js';
@@ -139,16 +128,18 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
   // 3. The template and what the server has of this name, hashing meanwhile (the hashes
   // are held until staging starts).
   const record = ledger.get(project.url, req.batchName);
-  // A name the ledger does not know is most likely created next: its 'creating' record is
-  // made durable while the lookups are out, not between them and create_batch.
+  const lookups = Promise.all([
+    step('get_templates', () => rpc.getTemplates({ appName: req.appName, signal })),
+    step('looking for an existing batch (query_batch)', () => findBatch(rpc, req.batchName, record?.batchId, signal)),
+  ]);
+  // Once the lookups are on their way (they lead the critical path): a name the ledger does
+  // not know is most likely created next, so its 'creating' record is made durable while
+  // they are out; and the hashing, needed only once the batch exists.
   const creating = record === undefined ? recordBatch({ state: 'creating', physFiles: [], jobs: {} }) : undefined;
   creating?.catch(() => undefined);
   const feed = new HashFeed();
   const hashing = startHashing(shared, stats, feed.push, ctx, tag, t0, req.jobs.length);
-  const [templates, existing] = await Promise.all([
-    step('get_templates', () => rpc.getTemplates({ appName: req.appName, signal })),
-    step('looking for an existing batch (query_batch)', () => findBatch(rpc, req.batchName, record?.batchId, signal)),
-  ]);
+  const [templates, existing] = await lookups;
   const { jobs, reordered } = await step('checking input files against the app template', () => orderInputs(req.jobs, templates.inputOpenNames));
   if (reordered) log.debug(`${tag}: inputs put in template order (${templates.inputOpenNames.join(', ')})`);
 
@@ -188,10 +179,12 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
   });
   const { report } = staged;
   log.info(`${tag}: ${staged.distinctFiles} distinct files: ${report.present} already on the server, ${report.uploaded} uploaded (${report.uploadedBytes} bytes, ${report.uploadRequests} upload_files requests, ${report.recoveries} recoveries) in ${Date.now() - tStage} ms`);
-  // A repeat after a crash links only what this record does not show linked.
-  await step('recording the batch in the ledger', () => recordBatch({ state: 'staging', batchId: batch.batchId, physFiles: staged.linked }));
 
-  // 6. Submit the jobs.
+  // 6. Submit the jobs. A repeat after a crash links only what the ledger shows linked: that
+  // record is written as submit_batch goes out, its fdatasync overlapping the call (should a
+  // crash lose it, the repeat's links meet Duplicate entry, which staging recovers from).
+  const linkedRecorded = recordBatch({ state: 'staging', batchId: batch.batchId, physFiles: staged.linked });
+  linkedRecorded.catch(() => undefined); // awaited below, or moot when submit_batch fails
   const tSubmit = Date.now();
   const memory = withTemplateMemoryFloor(req.jobParams, templates.rscMemoryBound);
   if (memory.note) log.info(`${tag}: ${memory.note}`);
@@ -200,18 +193,31 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
   } catch (err) {
     if (!ctx.deadlinePassed?.()) throw err;
     // A shutdown (QUIT, EOF) is left alone: the next gridmanager repeats this submit.
-    let withdrawn: string;
-    try {
-      const n = await withdrawBatch(rpc, req.batchName, batch.batchId);
-      await recordBatch({ state: 'retired' }).catch(() => undefined);
-      withdrawn = `; the batch was withdrawn (${n} job${n === 1 ? '' : 's'} aborted, batch retired): a released job goes into a new batch`;
-    } catch (e) {
-      withdrawn = `; withdrawing the batch failed too (${errorMessage(e)}): its jobs may run unfetched until its lease ends`;
-    }
-    log.info(`${tag}: cut by the command deadline during submit_batch${withdrawn}`);
-    throw new Error(`${errorMessage(err)}${withdrawn}`, { cause: err });
+    throw await withdrawOnDeadline(err, { rpc, batchName: req.batchName, batchId: batch.batchId, recordBatch, log: (l) => log.info(`${tag}: ${l}`) });
   }
+  await step('recording the batch in the ledger', () => linkedRecorded);
   await recordBatch({ batchId: batch.batchId, ...submittedPatch(jobs, staged.hashed) });
   log.info(`${tag}: submitted ${staged.boincJobs.length} jobs into batch ${batch.batchId} in ${Date.now() - tSubmit} ms (total ${Date.now() - t0} ms)`);
   return ['NULL'];
+}
+
+/**
+ * submit_batch was cut by the command deadline after it went out: the gridmanager takes the
+ * error as the batch's end and will fetch none of its jobs, so the batch is withdrawn (its
+ * jobs aborted, the batch retired). Returns the error to report, saying what was done.
+ */
+async function withdrawOnDeadline(
+  err: unknown,
+  o: { rpc: ProjectBinding['rpc']; batchName: string; batchId: number; recordBatch: (patch: LedgerBatchPatch) => Promise<unknown>; log: (line: string) => void },
+): Promise<Error> {
+  let withdrawn: string;
+  try {
+    const n = await withdrawBatch(o.rpc, o.batchName, o.batchId);
+    await o.recordBatch({ state: 'retired' }).catch(() => undefined);
+    withdrawn = `; the batch was withdrawn (${n} job${n === 1 ? '' : 's'} aborted, batch retired): a released job goes into a new batch`;
+  } catch (e) {
+    withdrawn = `; withdrawing the batch failed too (${errorMessage(e)}): its jobs may run unfetched until its lease ends`;
+  }
+  o.log(`cut by the command deadline during submit_batch${withdrawn}`);
+  return new Error(`${errorMessage(err)}${withdrawn}`, { cause: err });
 }

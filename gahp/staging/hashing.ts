@@ -3,7 +3,7 @@
  * when its identity (dev, ino, size, mtime, ctime: hash-key.ts) is unchanged; else, when
  * the rest is small, on the main thread (hash-file.ts), and otherwise by a pool of worker
  * threads streaming the files (hash-worker.ts). The pool starts on demand and its threads
- * exit half a second after their last file.
+ * exit when the hashing is done.
  */
 import type { Worker } from 'node:worker_threads';
 import type * as fs from 'node:fs';
@@ -42,16 +42,15 @@ export class HashPool {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private idleTimer: NodeJS.Timeout | undefined;
-  private readonly script = new URL('./hash-worker.js', import.meta.url);
 
   /**
-   * `idleMs`: the threads exit this long after their last file. Short, because the hashing
-   * of a submit is followed by its uploads and submit_batch, seconds for a big batch, which
-   * need none of the ~8 MiB each thread holds (a cold submit of 2,000 jobs over 500 x 1 MiB
-   * peaked at 106 MiB with 15 s, 90-92 with 0.5 s: test/bench, submit_rss_mb); long enough
-   * that hashing in pieces (the stager's batches, submits arriving together) keeps them.
+   * `idleMs`: the threads exit this long after their last file; by default as soon as the
+   * hashing of a submit ends, because its uploads and submit_batch (seconds for a big batch)
+   * need none of the ~9 MiB each thread holds (test/bench submit_rss_mb, 2,000 jobs over
+   * 500 x 1 MiB: median 141 MiB with 0.5 s, 129 at once). A submit arriving later starts
+   * them again, for some 30 ms.
    */
-  constructor(private readonly maxWorkers: number, private readonly idleMs = 500) {}
+  constructor(private readonly maxWorkers: number, private readonly idleMs = 0) {}
 
   /** Hashes the paths (in any order inside; results in input order). */
   async hash(paths: readonly string[], signal?: AbortSignal, onResults?: (results: WorkerHashResult[]) => void): Promise<WorkerHashResult[]> {
@@ -109,7 +108,7 @@ export class HashPool {
     // A hash thread allocates little on its heap (file data lives in its two reused
     // buffers): a small young generation keeps each thread's memory near its floor,
     // instead of the 16 MiB semi-spaces V8 would grow for the steady stream of read results.
-    const worker = new WorkerThread(this.script, { resourceLimits: { maxYoungGenerationSizeMb: 2 } });
+    const worker = new WorkerThread(new URL('./hash-worker.js', import.meta.url), { resourceLimits: { maxYoungGenerationSizeMb: 2 } });
     worker.unref();
     const pw: PoolWorker = { worker, busy: 0 };
     worker.on('message', (reply: WorkerHashReply) => {
