@@ -150,8 +150,12 @@ export class HashPool {
  * in slices with yields between).
  */
 export const INLINE_HASH_BYTES = 8 * 1024 * 1024;
-/** Bytes hashed on the main thread between two yields to the event loop (a few ms). */
-const INLINE_SLICE_BYTES = 1024 * 1024;
+/**
+ * Bytes hashed on the main thread between two yields to the event loop (a fraction of a
+ * ms): the lookups sent just before get their connections and writes in between (1 MiB
+ * slices held them back: session_submit_overhead_ms 4 ms more, test/bench).
+ */
+const INLINE_SLICE_BYTES = 128 * 1024;
 
 /** Hashes the paths on this thread, a slice at a time; results in input order, delivered per slice. */
 async function hashInline(paths: readonly string[], signal: AbortSignal | undefined, onResults: (rs: WorkerHashResult[]) => void): Promise<WorkerHashResult[]> {
