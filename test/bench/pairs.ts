@@ -1,14 +1,14 @@
 /**
- * small_submit_overhead_ms of two commits, measured in pairs:
+ * session_submit_overhead_ms of two commits, measured in pairs:
  *
  *   node dist/test/bench/pairs.js <revA> <revB> [pairs]     ("." is this checkout's build)
  *
  * This machine's speed drifts by several ms within minutes, more than most single changes
  * are worth, so whole runs of one commit after the other (at-commit.ts) compare only
- * roughly. Here each pair is one cold small submit of A and one of B (fresh GAHP, new
- * files, as small.ts measures it), back to back against one warmed test server, the order
- * alternating from pair to pair; the medians of A and B and the median of the differences
- * B - A are printed (default 30 pairs).
+ * roughly. Here each pair is one session submit of A and one of B (fresh GAHP, BOINC_PING,
+ * then a cold small submit of new files, as small.ts measures it), back to back against one
+ * warmed test server, the order alternating from pair to pair; the medians of A and B and
+ * the median of the differences B - A are printed (default 30 pairs).
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -44,6 +44,8 @@ async function main(): Promise<number> {
         const files = newSmallFiles(filesDir);
         const gahp = await selectedGahp(server, bins[side]);
         try {
+          const ping = await gahp.callNotified('BOINC_PING', '');
+          if (ping !== 'NULL') throw new Error(`BOINC_PING failed: ${ping.slice(0, 300)}`);
           const b = batchName('p');
           pair[side] = (await timedSmallSubmit(gahp, server, submitLine(b, jobsOver(b, files, SMALL.njobs)))).overheadMs;
         } finally {
@@ -59,7 +61,7 @@ async function main(): Promise<number> {
   load.push(os.loadavg()[0]!);
   const diffs = overhead[1].map((b, i) => b - overhead[0][i]!);
   const f = (x: number) => x.toFixed(2);
-  console.log(`small_submit_overhead_ms over ${pairs} pairs (load ${load.map(f).join(' -> ')}):`);
+  console.log(`session_submit_overhead_ms over ${pairs} pairs (load ${load.map(f).join(' -> ')}):`);
   console.log(`  A ${revA}: median ${f(median(overhead[0]))}`);
   console.log(`  B ${revB}: median ${f(median(overhead[1]))}`);
   console.log(`  B - A: median of the pairs' differences ${f(median(diffs))}`);
