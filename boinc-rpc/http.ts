@@ -103,8 +103,14 @@ export class HttpClient {
   private readonly inFlight = new Set<GotRequest>();
   private destroyed = false;
 
-  constructor(private readonly network: NetworkSettings = {}) {
-    this.routes = new Routes(network);
+  /**
+   * `proxyConnectTimeoutMs`: how long a proxy may leave a CONNECT unanswered before the
+   * tunnel attempt is given up (the request waiting for it has its own timeouts; this ends
+   * the proxy connection itself, which would otherwise stay open as long as the proxy keeps
+   * it: one more per retry in a GAHP that runs for days).
+   */
+  constructor(private readonly network: NetworkSettings = {}, proxyConnectTimeoutMs = 60_000) {
+    this.routes = new Routes(network, proxyConnectTimeoutMs);
   }
 
   private load(): Promise<{ got: Got }> {

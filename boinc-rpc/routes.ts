@@ -24,7 +24,11 @@ export class Routes {
   private readonly agents = new Map<string, Promise<http.Agent>>();
   private secureContext: tls.SecureContext | undefined;
 
-  constructor(private readonly network: NetworkSettings = {}) {}
+  constructor(
+    private readonly network: NetworkSettings = {},
+    /** A CONNECT the proxy leaves unanswered this long is given up (http.ts, HttpClient). */
+    private readonly connectTimeoutMs = 60_000,
+  ) {}
 
   /** The trusted certificates as one secure context, made once (network.ts, trustSources). */
   private async trust(): Promise<tls.SecureContext> {
@@ -87,7 +91,9 @@ export class Routes {
       const secureContext = await this.trust();
       const agent = await this.agent(`connect ${proxy.href}`, async () => {
         const { HttpsProxyAgent } = await import('hpagent');
-        return new HttpsProxyAgent({ ...keepAlive, proxy, secureContext, proxyRequestOptions: proxyContext as object });
+        // `timeout` bounds the wait for the proxy's answer to the CONNECT (hpagent) and the idle
+        // time of kept-alive tunnels.
+        return new HttpsProxyAgent({ ...keepAlive, proxy, secureContext, proxyRequestOptions: proxyContext as object, timeout: this.connectTimeoutMs });
       });
       return { proxy, tunnel: true, options: { agent: { https: agent } } };
     }

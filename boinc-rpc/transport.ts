@@ -72,7 +72,7 @@ export class Transport {
   private closed = false;
 
   constructor(private readonly opts: TransportOptions) {
-    this.http = new HttpClient(opts.network);
+    this.http = new HttpClient(opts.network, opts.timeoutMs);
     this.queue = new PQueue({ concurrency: Math.max(1, opts.concurrency) });
     const a = opts.authenticator;
     const authenticator = a ? [a, encodeURIComponent(a), xmlEscape(a)] : [];

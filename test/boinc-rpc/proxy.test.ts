@@ -198,11 +198,14 @@ test('a proxy that is down, and one that cannot reach the project: results namin
   expectNoPassword(downError!, unknownError!, plainError!, down.gahp.stderr, fs.readFileSync(down.log, 'utf8'));
 });
 
-test('a proxy that accepts the connection and never answers the CONNECT: an upload times out, nothing sent', async () => {
+test('a proxy that accepts the connection and never answers the CONNECT: an upload times out, nothing sent, the proxy connection closed', async () => {
   const held = new Set<net.Socket>();
+  const closedByClient: Array<Promise<void>> = [];
   const silent = net.createServer((s) => {
     held.add(s);
     s.on('error', () => undefined);
+    s.resume(); // reads the CONNECT (and sees the client's end), answers nothing
+    closedByClient.push(new Promise((resolve) => s.once('close', () => resolve())));
   });
   await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
   const port = (silent.address() as net.AddressInfo).port;
@@ -216,6 +219,13 @@ test('a proxy that accepts the connection and never answers the CONNECT: an uplo
     expect(err!.timedOut).toBe(true);
     expect(err!.uncertain).toBe(false);
     expect(Date.now() - t0).toBeLessThan(5000);
+    // The CONNECT left pending is given up too (after the RPC timeout), not kept open for as
+    // long as the proxy holds it; the client is still open here.
+    expect(closedByClient.length).toBeGreaterThan(0);
+    let timer: NodeJS.Timeout | undefined;
+    const closed = await Promise.race([Promise.all(closedByClient).then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 5000)))]);
+    clearTimeout(timer);
+    expect(closed).toBe(true);
   } finally {
     client.close();
     for (const s of held) s.destroy();

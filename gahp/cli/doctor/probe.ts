@@ -87,7 +87,7 @@ export async function probeGet(url: URL, opts: ProbeOptions): Promise<ProbeResul
     const e = err as NodeJS.ErrnoException;
     throw new ProbeFailure('dns', e.message, steps, e.code);
   }
-  const client = new HttpClient(opts.network);
+  const client = new HttpClient(opts.network, opts.timeoutMs);
   const trace: ConnectionTrace = {};
   try {
     const r = await client.get(url.href, { timeoutMs: opts.timeoutMs, userAgent: 'boinc-gahp doctor', maxBytes: opts.maxBody ?? 1024 * 1024, trace });
