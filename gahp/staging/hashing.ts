@@ -41,21 +41,29 @@ export class HashPool {
   private workers: PoolWorker[] = [];
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
-  private idleTimer: NodeJS.Timeout | undefined;
+  /** hash() calls under way: the threads live while there is one. */
+  private active = 0;
+
+  constructor(private readonly maxWorkers: number) {}
 
   /**
-   * `idleMs`: the threads exit this long after their last file; by default as soon as the
-   * hashing of a submit ends, because its uploads and submit_batch (seconds for a big batch)
-   * need none of the ~9 MiB each thread holds (test/bench submit_rss_mb, 2,000 jobs over
-   * 500 x 1 MiB: median 141 MiB with 0.5 s, 129 at once). A submit arriving later starts
-   * them again, for some 30 ms.
+   * Hashes the paths (in any order inside; results in input order). The threads exit when
+   * the last call under way ends: a submit's uploads and submit_batch (seconds for a big
+   * batch) need none of the ~9 MiB each holds (test/bench submit_rss_mb, 2,000 jobs over
+   * 500 x 1 MiB: median 141 MiB kept 0.5 s longer, 129 at once); the next call starts them
+   * again, for some 30 ms.
    */
-  constructor(private readonly maxWorkers: number, private readonly idleMs = 0) {}
-
-  /** Hashes the paths (in any order inside; results in input order). */
   async hash(paths: readonly string[], signal?: AbortSignal, onResults?: (results: WorkerHashResult[]) => void): Promise<WorkerHashResult[]> {
     if (paths.length === 0) return [];
-    this.clearIdle();
+    this.active++;
+    try {
+      return await this.hashWithThreads(paths, signal, onResults);
+    } finally {
+      if (--this.active === 0) this.close();
+    }
+  }
+
+  private async hashWithThreads(paths: readonly string[], signal: AbortSignal | undefined, onResults: ((results: WorkerHashResult[]) => void) | undefined): Promise<WorkerHashResult[]> {
     const nworkers = Math.max(1, Math.min(this.maxWorkers, paths.length));
     if (this.workers.length < nworkers) {
       // node:worker_threads is loaded with the first pool: a GAHP that never hashes much never pays for it.
@@ -66,30 +74,25 @@ export class HashPool {
     const chunk = Math.max(1, Math.min(32, Math.ceil(paths.length / (nworkers * 8))));
     const out = new Array<WorkerHashResult>(paths.length);
     let next = 0;
-    try {
-      await Promise.all(this.workers.slice(0, nworkers).map(async (w) => {
-        // Two chunks in flight per worker.
-        const lane = async () => {
-          while (next < paths.length) {
-            if (signal?.aborted) throw new Error('aborted');
-            const start = next;
-            next = Math.min(paths.length, next + chunk);
-            const results = await this.send(w, paths.slice(start, next));
-            for (let i = 0; i < results.length; i++) out[start + i] = results[i]!;
-            onResults?.(results);
-          }
-        };
-        await Promise.all([lane(), lane()]);
-      }));
-    } finally {
-      this.armIdle();
-    }
+    await Promise.all(this.workers.slice(0, nworkers).map(async (w) => {
+      // Two chunks in flight per worker.
+      const lane = async () => {
+        while (next < paths.length) {
+          if (signal?.aborted) throw new Error('aborted');
+          const start = next;
+          next = Math.min(paths.length, next + chunk);
+          const results = await this.send(w, paths.slice(start, next));
+          for (let i = 0; i < results.length; i++) out[start + i] = results[i]!;
+          onResults?.(results);
+        }
+      };
+      await Promise.all([lane(), lane()]);
+    }));
     return out;
   }
 
   /** Terminates the threads (they are also unref'd: they never keep the process alive). */
   close(): void {
-    this.clearIdle();
     for (const w of this.workers) void w.worker.terminate();
     this.workers = [];
   }
@@ -131,17 +134,6 @@ export class HashPool {
     return pw;
   }
 
-  private armIdle(): void {
-    this.clearIdle();
-    if (this.pending.size > 0) return;
-    this.idleTimer = setTimeout(() => this.close(), this.idleMs);
-    this.idleTimer.unref();
-  }
-
-  private clearIdle(): void {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = undefined;
-  }
 }
 
 /**

@@ -54,6 +54,34 @@ test('the worker pool hashes like node:crypto, at 4 MiB chunk boundaries and for
   await expect(hashFiles([path.join(dir, 'nope')], 1)).rejects.toThrow(/nope.*ENOENT/);
 });
 
+test('one pool, overlapping calls (submits hashing together): each finishes, whichever ends first, and the pool serves again after', async () => {
+  const { HashPool } = await loadHashing();
+  const files: string[] = [];
+  const want: string[] = [];
+  for (let i = 0; i < 40; i++) {
+    const b = crypto.randomBytes(256 * 1024 + i);
+    const p = path.join(dir, `overlap${i}`);
+    fs.writeFileSync(p, b);
+    files.push(p);
+    want.push(md5(b));
+  }
+  const digests = (rs: Array<{ md5?: string; error?: string }>) => rs.map((r) => r.md5 ?? r.error);
+  const pool = new HashPool(2);
+  try {
+    // The long call needs two threads, the short ones one: whichever ends first, the threads
+    // must stay for the calls still under way (they exit when the last one ends).
+    const long = pool.hash(files);
+    const short1 = pool.hash(files.slice(0, 1));
+    expect(digests(await short1)).toEqual(want.slice(0, 1));
+    const short2 = pool.hash(files.slice(1, 2));
+    expect(digests(await short2)).toEqual(want.slice(1, 2));
+    expect(digests(await long)).toEqual(want);
+    expect(digests(await pool.hash(files.slice(2, 6)))).toEqual(want.slice(2, 6));
+  } finally {
+    pool.close();
+  }
+});
+
 test('hashSources: a few small files are hashed on the main thread (no worker started), many bytes by the pool; both like node:crypto, both cached', async () => {
   const { hashSources, HashPool, INLINE_HASH_BYTES } = await loadHashing();
   const { HashCache: DistCache } = (await import(path.join(REPO_ROOT, 'dist', 'gahp', 'staging', 'hash-cache.js'))) as typeof import('../../gahp/staging/hash-cache.js');
