@@ -5,30 +5,22 @@
  * retired was retired by the cancel itself, not by a later status call's worker.
  */
 import { stopBlahpFetcher } from '../support/blahpd.js';
-import { jobDir, nameOf, startBlahpEnv, type BlahpEnv } from './support.js';
+import { jobDir, nameOf, blahpEnvForFile } from './support.js';
 
 const LONG = 120_000;
 const RETIRED = 4;
-let env: BlahpEnv;
-
-beforeAll(async () => {
-  // A gather window far longer than a submit call's start-up on a loaded machine: the
-  // jobs submitted side by side share one batch.
-  env = await startBlahpEnv({}, { boinc_submit_gather_ms: '5000' });
-}, LONG);
-
-afterAll(async () => {
-  await env?.close();
-});
+// A gather window far longer than a submit call's start-up on a loaded machine: the
+// jobs submitted side by side share one batch.
+const env = blahpEnvForFile({}, { boinc_submit_gather_ms: '5000' });
 
 const batchOf = (id: string) => nameOf(id).replace(/_\d+$/, '');
-const batchState = (batch: string) => env.server.batches().find((b) => b.name === batch)?.state;
+const batchState = (batch: string) => env().server.batches().find((b) => b.name === batch)?.state;
 
 async function submitJobs(tag: string, n: number): Promise<string[]> {
   const subs = await Promise.all(
     Array.from({ length: n }, (_, k) => {
-      const iwd = jobDir(env, `${tag}${k}`, `${tag} ${k}\n`);
-      return env.blahpd.submit({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, TransferInput: 'in', TransferOutput: 'out', Out: 'o', Err: 'e', JobDirectory: iwd });
+      const iwd = jobDir(env(), `${tag}${k}`, `${tag} ${k}\n`);
+      return env().blahpd.submit({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, TransferInput: 'in', TransferOutput: 'out', Out: 'o', Err: 'e', JobDirectory: iwd });
     }),
   );
   const ids = subs.map((s) => s.jobId!);
@@ -37,8 +29,8 @@ async function submitJobs(tag: string, n: number): Promise<string[]> {
 }
 
 async function cancel(id: string): Promise<void> {
-  await stopBlahpFetcher(env.stateDir);
-  const c = await env.blahpd.cancel(id);
+  await stopBlahpFetcher(env().stateDir);
+  const c = await env().blahpd.cancel(id);
   expect(c.problem).toBeUndefined();
   expect(c.answer).toEqual({ rc: 0, errorString: 'No error' });
 }
@@ -49,8 +41,8 @@ test('cancelling the only job of a batch retires the batch in the cancel call', 
   expect(batchState(batch)).toBe(1);
   await cancel(id!);
   expect(batchState(batch)).toBe(RETIRED);
-  expect(env.server.jobs(batch)[0]!.aborted).toBe(true);
-  expect((await env.blahpd.status(id!)).answer!.jobStatus).toBe(3);
+  expect(env().server.jobs(batch)[0]!.aborted).toBe(true);
+  expect((await env().blahpd.status(id!)).answer!.jobStatus).toBe(3);
 }, LONG);
 
 test('a batch stays open while a job is unfinished; cancelling its last one (after the other completed) retires it', async () => {
@@ -58,12 +50,12 @@ test('a batch stays open while a job is unfinished; cancelling its last one (aft
   const batch = batchOf(ids[0]!);
   await cancel(ids[0]!);
   expect(batchState(batch)).toBe(1);
-  env.server.advanceJob(nameOf(ids[1]!), 'DONE');
+  env().server.advanceJob(nameOf(ids[1]!), 'DONE');
   for (let i = 0; i < 100; i++) {
-    if ((await env.blahpd.status(ids[1]!)).answer?.jobStatus === 4) break;
+    if ((await env().blahpd.status(ids[1]!)).answer?.jobStatus === 4) break;
     await new Promise((r) => setTimeout(r, 200));
   }
-  expect((await env.blahpd.status(ids[1]!)).answer!.jobStatus).toBe(4);
+  expect((await env().blahpd.status(ids[1]!)).answer!.jobStatus).toBe(4);
   await cancel(ids[2]!);
   expect(batchState(batch)).toBe(RETIRED);
 }, LONG);

@@ -5,31 +5,23 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { jobDir, nameOf, startBlahpEnv, type BlahpEnv } from './support.js';
+import { jobDir, nameOf, blahpEnvForFile } from './support.js';
 import { stderrFilePattern } from '../../fixtures/test-server/index.js';
 
 const LONG = 120_000;
-let env: BlahpEnv;
-
-beforeAll(async () => {
-  env = await startBlahpEnv({ reportFailedJobs: true });
-}, LONG);
-
-afterAll(async () => {
-  await env?.close();
-});
+const env = blahpEnvForFile({ reportFailedJobs: true });
 
 test('held with the exit status; the stderr is in Err', async () => {
-  const iwd = jobDir(env, 'failing', 'first "line" <here>\nsecond\n');
-  const sub = await env.blahpd.submit({ Cmd: '/usr/bin/true', Queue: 'failing', Iwd: iwd, TransferInput: 'in', Out: 'job.out', Err: 'job.err', JobDirectory: iwd });
+  const iwd = jobDir(env(), 'failing', 'first "line" <here>\nsecond\n');
+  const sub = await env().blahpd.submit({ Cmd: '/usr/bin/true', Queue: 'failing', Iwd: iwd, TransferInput: 'in', Out: 'job.out', Err: 'job.err', JobDirectory: iwd });
   expect(sub.problem).toBeUndefined();
   const id = sub.jobId!;
-  env.server.advanceJob(nameOf(id), 'DONE');
+  env().server.advanceJob(nameOf(id), 'DONE');
   let status: number | undefined;
   let reason: unknown;
   const until = Date.now() + 30_000;
   while (status !== 5 && Date.now() < until) {
-    const st = await env.blahpd.status(id);
+    const st = await env().blahpd.status(id);
     expect(st.problem).toBeUndefined();
     status = st.answer?.jobStatus;
     reason = st.answer?.ad?.get('HoldReason');

@@ -8,21 +8,13 @@ import * as path from 'node:path';
 import { upperAscii } from '../../fixtures/apps.js';
 import { stderrFilePattern } from '../../fixtures/test-server/index.js';
 import { v2Arguments, type BlahpJob, type StatusOutcome } from '../support/blahpd.js';
-import { jobDir, nameOf, startBlahpEnv, type BlahpEnv } from './support.js';
+import { jobDir, nameOf, blahpEnvForFile } from './support.js';
 
 const LONG = 120_000;
-let env: BlahpEnv;
-
-beforeAll(async () => {
-  env = await startBlahpEnv();
-}, LONG);
-
-afterAll(async () => {
-  await env?.close();
-});
+const env = blahpEnvForFile();
 
 async function submit(job: BlahpJob) {
-  const sub = await env.blahpd.submit(job);
+  const sub = await env().blahpd.submit(job);
   expect(sub.listFilesLeft).toEqual([]);
   expect(sub.run?.stdinConsumed ?? '').toBe('');
   expect(sub.run?.silenceTimeout).toBe(false);
@@ -30,7 +22,7 @@ async function submit(job: BlahpJob) {
 }
 
 async function status(id: string): Promise<StatusOutcome> {
-  const st = await env.blahpd.status(id);
+  const st = await env().blahpd.status(id);
   expect(st.problem).toBeUndefined();
   expect(st.run?.exitCode).toBe(0);
   expect(st.run?.silenceTimeout).toBe(false);
@@ -50,11 +42,11 @@ async function waitForStatus(id: string, want: number, ms = 30_000): Promise<Sta
 }
 
 test('submit -> idle -> running -> completed with outputs in Iwd and remaps applied; cancel -> removed', async () => {
-  fs.mkdirSync(path.join(env.dir, 'elsewhere'));
+  fs.mkdirSync(path.join(env().dir, 'elsewhere'));
   const inputs = [0, 1, 2, 3].map((k) => `hello ${k}\nsecond line\n`);
   const jobs: BlahpJob[] = inputs.map((input, k) => {
-    const iwd = jobDir(env, `job${k}`, input);
-    const remap = k === 2 ? path.join(env.dir, 'elsewhere', 'abs.out') : `result.${k}`;
+    const iwd = jobDir(env(), `job${k}`, input);
+    const remap = k === 2 ? path.join(env().dir, 'elsewhere', 'abs.out') : `result.${k}`;
     return {
       // Job 1 names its app by the basename of Cmd, the others by batch_queue.
       Cmd: k === 1 ? '/opt/apps/uppercase' : '/usr/bin/true',
@@ -69,7 +61,7 @@ test('submit -> idle -> running -> completed with outputs in Iwd and remaps appl
       JobDirectory: iwd,
     };
   });
-  env.server.clearRpcLog();
+  env().server.clearRpcLog();
   // blahpd runs submits side by side: they share a batch.
   const subs = await Promise.all(jobs.map((j) => submit(j)));
   for (const s of subs) {
@@ -79,25 +71,25 @@ test('submit -> idle -> running -> completed with outputs in Iwd and remaps appl
   }
   const ids = subs.map((s) => s.jobId!);
   expect(new Set(ids).size).toBe(4);
-  const creates = env.server.rpcLog().filter((e) => e.rpc === 'create_batch').length;
+  const creates = env().server.rpcLog().filter((e) => e.rpc === 'create_batch').length;
   expect(creates).toBeLessThan(jobs.length);
 
   for (const id of ids) expect((await status(id)).answer).toMatchObject({ rc: 0, jobStatus: 1 });
-  const onServer = env.server.jobs();
+  const onServer = env().server.jobs();
   for (const id of ids) expect(onServer.some((j) => j.name === nameOf(id))).toBe(true);
   // The arguments arrive as the user wrote them (blahpd's backslashes before the parentheses undone).
   expect(onServer.find((j) => j.name === nameOf(ids[0]!))!.commandLine).toBe('n=0 x(y)');
 
-  env.server.advanceJob(nameOf(ids[0]!), 'IN_PROGRESS');
+  env().server.advanceJob(nameOf(ids[0]!), 'IN_PROGRESS');
   const running = await status(ids[0]!);
   expect(running.answer!.jobStatus).toBe(2);
   expect(running.answer!.ad!.get('BatchjobId')).toBe(nameOf(ids[0]!));
 
   // Cancel job 3 while the others run to completion.
-  const c = await env.blahpd.cancel(ids[3]!);
+  const c = await env().blahpd.cancel(ids[3]!);
   expect(c.problem).toBeUndefined();
   expect(c.answer).toEqual({ rc: 0, errorString: 'No error' });
-  for (const k of [0, 1, 2]) env.server.advanceJob(nameOf(ids[k]!), 'DONE');
+  for (const k of [0, 1, 2]) env().server.advanceJob(nameOf(ids[k]!), 'DONE');
 
   for (const k of [0, 1, 2]) {
     const st = await waitForStatus(ids[k]!, 4);
@@ -105,7 +97,7 @@ test('submit -> idle -> running -> completed with outputs in Iwd and remaps appl
     expect(st.answer!.ad!.toObject()).toMatchObject({ ExitCode: 0, RemoteWallClockTime: 12.5, RemoteUserCpu: 10.25 });
     const iwd = jobs[k]!.Iwd!;
     const expected = Buffer.concat([upperAscii(Buffer.from(inputs[k]!)), Buffer.from(`\nargs: n=${k} x(y)\n`)]);
-    const dest = k === 2 ? path.join(env.dir, 'elsewhere', 'abs.out') : path.join(iwd, `result.${k}`);
+    const dest = k === 2 ? path.join(env().dir, 'elsewhere', 'abs.out') : path.join(iwd, `result.${k}`);
     // Status 4 means the outputs are already in place.
     expect(fs.readFileSync(dest)).toEqual(expected);
     expect(fs.existsSync(path.join(iwd, 'out'))).toBe(false);
@@ -115,30 +107,30 @@ test('submit -> idle -> running -> completed with outputs in Iwd and remaps appl
   }
   const removed = await status(ids[3]!);
   expect(removed.answer!.jobStatus).toBe(3);
-  expect(env.server.jobs().find((j) => j.name === nameOf(ids[3]!))!.aborted).toBe(true);
+  expect(env().server.jobs().find((j) => j.name === nameOf(ids[3]!))!.aborted).toBe(true);
 }, LONG);
 
 test('a job BOINC gives up on is held with the reason', async () => {
-  const iwd = jobDir(env, 'failing', 'boom\n');
+  const iwd = jobDir(env(), 'failing', 'boom\n');
   const sub = await submit({ Cmd: '/usr/bin/true', Queue: 'failing', Iwd: iwd, TransferInput: 'in', Out: 'o', Err: 'e', JobDirectory: iwd });
   expect(sub.jobId).not.toBeNull();
   const id = sub.jobId!;
-  env.server.advanceJob(nameOf(id), 'DONE');
-  expect(env.server.jobs().find((j) => j.name === nameOf(id))!.state).toBe('ERROR');
+  env().server.advanceJob(nameOf(id), 'DONE');
+  expect(env().server.jobs().find((j) => j.name === nameOf(id))!.state).toBe('ERROR');
   const st = await waitForStatus(id, 5);
   expect(st.answer!.jobStatus).toBe(5);
   expect(st.answer!.ad!.get('HoldReason')).toMatch(/BOINC gave up on job/);
   expect(typeof st.answer!.ad!.get('HoldReasonCode')).toBe('number');
   // blahpd runs boinc_resume.sh for a held job: BOINC cannot resume it.
-  const r = await env.blahpd.resume(id);
+  const r = await env().blahpd.resume(id);
   expect(r.problem).toBeUndefined();
   expect(r.answer!.rc).not.toBe(0);
   expect(r.answer!.errorString).toMatch(/BOINC cannot resume a job/);
 }, LONG);
 
 test('bad input: a clear error, a failed submit, nothing created on the server', async () => {
-  const iwd = jobDir(env, 'bad', 'x\n');
-  env.server.clearRpcLog();
+  const iwd = jobDir(env(), 'bad', 'x\n');
+  env().server.clearRpcLog();
   const base: BlahpJob = { Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, TransferInput: 'in', JobDirectory: iwd };
   const cases: Array<[BlahpJob, RegExp]> = [
     [{ ...base, Queue: 'nosuchapp' }, /BOINC app nosuchapp: get_templates failed: app not found/],
@@ -162,39 +154,39 @@ test('bad input: a clear error, a failed submit, nothing created on the server',
   }
   // Nothing created or uploaded (the background worker may retire the earlier tests' batches meanwhile).
   const changes = ['create_batch', 'query_files', 'upload_files', 'submit_batch'];
-  expect(env.server.rpcLog().filter((e) => changes.includes(e.rpc))).toEqual([]);
+  expect(env().server.rpcLog().filter((e) => changes.includes(e.rpc))).toEqual([]);
 }, LONG);
 
 test('no configuration: submit fails with a message, status answers one error line', async () => {
-  const saved = env.env.BLAHPD_CONFIG_LOCATION;
-  fs.writeFileSync(path.join(env.dir, 'empty.config'), '# nothing\n');
-  env.env.BLAHPD_CONFIG_LOCATION = path.join(env.dir, 'empty.config');
+  const saved = env().env.BLAHPD_CONFIG_LOCATION;
+  fs.writeFileSync(path.join(env().dir, 'empty.config'), '# nothing\n');
+  env().env.BLAHPD_CONFIG_LOCATION = path.join(env().dir, 'empty.config');
   try {
-    const iwd = jobDir(env, 'noconf', 'x\n');
+    const iwd = jobDir(env(), 'noconf', 'x\n');
     const sub = await submit({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, TransferInput: 'in' });
     expect(sub.jobId).toBeNull();
     expect(sub.run!.stderr).toMatch(/no BOINC project configured: set boinc_project_url in blah.config/);
-    const st = await env.blahpd.status('boinc/blahp-uppercase-abc-123456_0');
+    const st = await env().blahpd.status('boinc/blahp-uppercase-abc-123456_0');
     expect(st.run!.stdout).toMatch(/^1[^\n]*boinc_project_url[^\n]*\n$/);
   } finally {
-    env.env.BLAHPD_CONFIG_LOCATION = saved;
+    env().env.BLAHPD_CONFIG_LOCATION = saved;
   }
 }, LONG);
 
 test('ping, hold, resume, malformed ids', async () => {
-  const p = await env.blahpd.ping();
+  const p = await env().blahpd.ping();
   expect(p.problem).toBeUndefined();
   expect(p.answer).toEqual({ rc: 0, errorString: 'No error' });
   // BOINC has no hold: blahpd runs boinc_hold.sh for an idle job, which fails with the reason.
-  const iwd = jobDir(env, 'hold', 'x\n');
+  const iwd = jobDir(env(), 'hold', 'x\n');
   const sub = await submit({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, TransferInput: 'in', JobDirectory: iwd });
-  const h = await env.blahpd.hold(sub.jobId!);
+  const h = await env().blahpd.hold(sub.jobId!);
   expect(h.problem).toBeUndefined();
   expect(h.answer!.rc).not.toBe(0);
   expect(h.answer!.errorString).toMatch(/BOINC cannot hold a job/);
-  const s = await env.blahpd.status('boinc/not-ours');
+  const s = await env().blahpd.status('boinc/not-ours');
   expect(s.run!.stdout).toBe('1malformed BOINC job id boinc/not-ours\n');
-  const c = await env.blahpd.cancel('boinc/not-ours');
+  const c = await env().blahpd.cancel('boinc/not-ours');
   expect(c.run!.exitCode).not.toBe(0);
   expect(c.answer?.rc).not.toBe(0);
 }, LONG);
@@ -202,7 +194,7 @@ test('ping, hold, resume, malformed ids', async () => {
 test('install refuses to replace a script it did not write, and writes executable scripts', async () => {
   const { spawnSync } = await import('node:child_process');
   const { GAHP_BIN } = await import('../support/gahp-process.js');
-  const dir = path.join(env.dir, 'libexec2');
+  const dir = path.join(env().dir, 'libexec2');
   fs.mkdirSync(dir);
   fs.writeFileSync(path.join(dir, 'boinc_status.sh'), '#!/bin/sh\necho mine\n');
   const r = spawnSync(process.execPath, [GAHP_BIN, 'blahp', 'install', dir], { encoding: 'utf8' });

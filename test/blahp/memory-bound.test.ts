@@ -3,25 +3,17 @@
  * app template's rsc_memory_bound (1e8 bytes on the test server) is a floor, as on the
  * GAHP route (gahp/staging/memory-bound.ts): a smaller request is not sent, a larger one is.
  */
-import { jobDir, nameOf, startBlahpEnv, type BlahpEnv } from './support.js';
+import { jobDir, nameOf, blahpEnvForFile } from './support.js';
 
 const LONG = 120_000;
-let env: BlahpEnv;
-
-beforeAll(async () => {
-  env = await startBlahpEnv();
-}, LONG);
-
-afterAll(async () => {
-  await env?.close();
-});
+const env = blahpEnvForFile();
 
 async function boundSentFor(tag: string, requestMemoryMb: number): Promise<string | undefined> {
-  const iwd = jobDir(env, tag, `${tag}\n`);
-  const sub = await env.blahpd.submit({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, TransferInput: 'in', JobDirectory: iwd, RequestMemory: requestMemoryMb });
+  const iwd = jobDir(env(), tag, `${tag}\n`);
+  const sub = await env().blahpd.submit({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, TransferInput: 'in', JobDirectory: iwd, RequestMemory: requestMemoryMb });
   expect(sub.run?.stderr ?? '').not.toMatch(/failed/);
   const batch = nameOf(sub.jobId!).replace(/_\d+$/, '');
-  const calls = env.server.rpcLog().filter((e) => e.rpc === 'submit_batch' && e.raw.includes(`<batch_name>${batch}</batch_name>`));
+  const calls = env().server.rpcLog().filter((e) => e.rpc === 'submit_batch' && e.raw.includes(`<batch_name>${batch}</batch_name>`));
   expect(calls).toHaveLength(1);
   return /<rsc_memory_bound>([^<]*)<\/rsc_memory_bound>/.exec(calls[0]!.raw)?.[1];
 }

@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { REPO_ROOT } from '../support/gahp-process.js';
-import { jobDir, startBlahpEnv, type BlahpEnv } from './support.js';
+import { jobDir, blahpEnvForFile } from './support.js';
 
 /** Submits `n` jobs through submitJob in one process; prints one job id per line. */
 const SUBMIT_MANY = `
@@ -33,45 +33,37 @@ process.stdout.write(ids.join('\\n') + '\\n', () => process.exit(0));
 
 const JOBS = 1000;
 const CONCURRENT_STATUS_CALLS = 8;
-let env: BlahpEnv;
-
-beforeAll(async () => {
-  env = await startBlahpEnv({}, { boinc_status_max_age: '60' });
-}, 60_000);
-
-afterAll(async () => {
-  await env?.close();
-});
+const env = blahpEnvForFile({}, { boinc_status_max_age: '60' }, 60_000);
 
 test(`${JOBS} jobs' status calls are answered from a handful of server queries`, async () => {
-  const iwd = jobDir(env, 'many', 'shared input\n');
-  const inputList = path.join(env.dir, 'tmp', 'inputs');
+  const iwd = jobDir(env(), 'many', 'shared input\n');
+  const inputList = path.join(env().dir, 'tmp', 'inputs');
   fs.writeFileSync(inputList, `${path.join(iwd, 'in')}\n`);
   // A file, not -e: the hashing worker threads inherit the process's exec arguments.
-  const script = path.join(env.dir, 'submit-many.mjs');
+  const script = path.join(env().dir, 'submit-many.mjs');
   fs.writeFileSync(script, SUBMIT_MANY);
   const { stdout } = await promisify(execFile)(process.execPath, [script], {
     env: {
-      ...env.env,
+      ...env().env,
       DIST: path.join(REPO_ROOT, 'dist'),
       JOBS: String(JOBS),
-      TMPDIR_LISTS: path.join(env.dir, 'tmp'),
+      TMPDIR_LISTS: path.join(env().dir, 'tmp'),
       INPUT_LIST: inputList,
       IWD: iwd,
-      BOINC_GAHP_PROJECT_URL: env.server.url,
-      BOINC_GAHP_AUTHENTICATOR_FILE: path.join(env.dir, 'auth'),
-      BOINC_GAHP_STATE_DIR: env.stateDir,
+      BOINC_GAHP_PROJECT_URL: env().server.url,
+      BOINC_GAHP_AUTHENTICATOR_FILE: path.join(env().dir, 'auth'),
+      BOINC_GAHP_STATE_DIR: env().stateDir,
       BOINC_BLAHP_GATHER_MS: '200',
     },
     maxBuffer: 16 * 1024 * 1024,
   });
   const ids = stdout.trim().split('\n');
   expect(new Set(ids).size).toBe(JOBS);
-  expect(env.server.jobs()).toHaveLength(JOBS);
-  const batches = env.server.rpcLog().filter((e) => e.rpc === 'create_batch').length;
+  expect(env().server.jobs()).toHaveLength(JOBS);
+  const batches = env().server.rpcLog().filter((e) => e.rpc === 'create_batch').length;
   expect(batches).toBeLessThanOrEqual(5);
 
-  env.server.clearRpcLog();
+  env().server.clearRpcLog();
   const t0 = Date.now();
   let next = 0;
   let slowest = 0;
@@ -79,7 +71,7 @@ test(`${JOBS} jobs' status calls are answered from a handful of server queries`,
   const worker = async () => {
     while (next < ids.length) {
       const id = ids[next++]!;
-      const st = await env.blahpd.status(id);
+      const st = await env().blahpd.status(id);
       expect(st.problem).toBeUndefined();
       expect(st.run!.silenceTimeout).toBe(false);
       slowest = Math.max(slowest, st.run!.ms);
@@ -88,7 +80,7 @@ test(`${JOBS} jobs' status calls are answered from a handful of server queries`,
     }
   };
   await Promise.all(Array.from({ length: CONCURRENT_STATUS_CALLS }, worker));
-  const queries = env.server.rpcLog().filter((e) => e.rpc === 'query_batch2').length;
+  const queries = env().server.rpcLog().filter((e) => e.rpc === 'query_batch2').length;
   console.log(`${JOBS} status calls in ${Date.now() - t0} ms (slowest ${slowest} ms), ${queries} query_batch2 calls`);
   expect(statuses.get(1)).toBe(JOBS);
   expect(queries).toBeGreaterThanOrEqual(1);

@@ -7,23 +7,15 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { stderrFilePattern } from '../../fixtures/test-server/index.js';
 import type { StatusOutcome } from '../support/blahpd.js';
-import { jobDir, nameOf, startBlahpEnv, type BlahpEnv } from './support.js';
+import { jobDir, nameOf, blahpEnvForFile } from './support.js';
 
 const LONG = 120_000;
-let env: BlahpEnv;
-
-beforeAll(async () => {
-  env = await startBlahpEnv();
-}, LONG);
-
-afterAll(async () => {
-  await env?.close();
-});
+const env = blahpEnvForFile();
 
 async function waitForStatus(id: string, want: number, ms = 30_000): Promise<StatusOutcome> {
   const until = Date.now() + ms;
   for (;;) {
-    const st = await env.blahpd.status(id);
+    const st = await env().blahpd.status(id);
     if (st.answer?.jobStatus === want || Date.now() > until) return st;
     await new Promise((r) => setTimeout(r, 300));
   }
@@ -40,27 +32,27 @@ function findFiles(dir: string, suffix: string): string[] {
 
 test('a completed job fetched again (its done record lost) keeps its Err file as after one fetch', async () => {
   const input = 'fetched twice\n';
-  const iwd = jobDir(env, 'twice', input);
-  const sub = await env.blahpd.submit({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, Out: 'job.out', Err: 'job.err', TransferInput: 'in', TransferOutput: 'out' });
+  const iwd = jobDir(env(), 'twice', input);
+  const sub = await env().blahpd.submit({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, Out: 'job.out', Err: 'job.err', TransferInput: 'in', TransferOutput: 'out' });
   expect(sub.problem).toBeUndefined();
   const id = sub.jobId!;
-  env.server.advanceJob(nameOf(id), 'DONE');
+  env().server.advanceJob(nameOf(id), 'DONE');
   expect((await waitForStatus(id, 4)).answer!.jobStatus).toBe(4);
   const err = path.join(iwd, 'job.err');
   const once = fs.readFileSync(err, 'utf8');
   expect(once).toMatch(stderrFilePattern(`uppercase: ${input.length} bytes\n`));
 
   // As if the fetcher died after the fetch: no done record, so the job is fetched again.
-  const done = findFiles(path.join(env.stateDir, 'blahp'), '.done.json');
+  const done = findFiles(path.join(env().stateDir, 'blahp'), '.done.json');
   expect(done).toHaveLength(1);
   fs.rmSync(done[0]!);
-  env.server.clearRpcLog();
+  env().server.clearRpcLog();
   expect((await waitForStatus(id, 4)).answer!.jobStatus).toBe(4);
   expect(fs.existsSync(done[0]!)).toBe(true);
   // It was fetched again: the completed instance asked for and the output downloaded.
-  const rpcs = env.server.rpcLog().map((e) => e.rpc);
+  const rpcs = env().server.rpcLog().map((e) => e.rpc);
   expect(rpcs).toContain('query_completed_job');
-  expect(env.server.rpcLog().some((e) => e.script === 'get_output.php')).toBe(true);
+  expect(env().server.rpcLog().some((e) => e.script === 'get_output.php')).toBe(true);
   expect(fs.readFileSync(err, 'utf8')).toBe(once);
   expect(fs.readFileSync(path.join(iwd, 'out'), 'utf8')).toBe(input.toUpperCase());
   expect(fs.readdirSync(iwd).sort()).toEqual(['in', 'job.err', 'job.out', 'out']);

@@ -25,6 +25,24 @@ export interface BlahpEnv {
   close(): Promise<void>;
 }
 
+/**
+ * The BlahpEnv of a test file: started before its tests (with startBlahpEnv's arguments),
+ * closed after them. The returned function gives it to the tests.
+ */
+export function blahpEnvForFile(serverOpts: ExtendedTestServerOptions = {}, extra: Record<string, string> = {}, startTimeoutMs = 120_000): () => BlahpEnv {
+  let env: BlahpEnv | undefined;
+  beforeAll(async () => {
+    env = await startBlahpEnv(serverOpts, extra);
+  }, startTimeoutMs);
+  afterAll(async () => {
+    await env?.close();
+  });
+  return () => {
+    if (!env) throw new Error('the BLAHP test environment did not start');
+    return env;
+  };
+}
+
 export async function startBlahpEnv(serverOpts: ExtendedTestServerOptions = {}, extra: Record<string, string> = {}): Promise<BlahpEnv> {
   const server = await startTestServer(serverOpts);
   const dir = makeTempDir('boinc-blahp-');
