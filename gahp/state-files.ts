@@ -28,6 +28,12 @@ function tempBeside(file: string): string {
   return `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
 }
 
+/** Whether `name` is such a temp name of a process that is gone: what a crash mid-replace left. */
+export function isStaleTemp(name: string): boolean {
+  const m = /\.(\d+)\.[0-9a-f]{8}\.tmp$/.exec(name);
+  return m !== null && !pidAlive(Number(m[1]));
+}
+
 /** fsync of a directory (after a rename in it). Not every filesystem allows it; the rename is atomic anyway. */
 export async function syncDir(dir: string): Promise<void> {
   try {

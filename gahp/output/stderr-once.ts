@@ -11,13 +11,13 @@
  *
  * Without a state directory (gahp/state-dir.ts, state in memory) the records are kept in
  * memory until the GAHP exits. A crash between the append and its record costs at most one
- * repeated append. A record that cannot be written is logged, never an error: the append
+ * repeated append (and the record's temp file, removed by the next process's first record). A record that cannot be written is logged, never an error: the append
  * has happened, and failing the fetch would make the gridmanager repeat it.
  */
 import { createHash } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
-import { replaceFile } from '../state-files.js';
+import { isStaleTemp, replaceFile } from '../state-files.js';
 
 /** Records older than this are removed (once per process): no fetch is repeated that late. */
 const KEEP_MS = 30 * 24 * 3600_000;
@@ -93,12 +93,13 @@ export class StderrAppendOnce {
   }
 }
 
+/** Removes records older than KEEP_MS, and the temp file of a record whose writer was killed. */
 async function pruneOld(dir: string): Promise<void> {
   const cutoff = Date.now() - KEEP_MS;
   const names = await fsp.readdir(dir).catch(() => [] as string[]);
   for (const name of names) {
     const p = path.join(dir, name);
-    const st = await fsp.stat(p).catch(() => undefined);
-    if (st && st.mtimeMs < cutoff) await fsp.rm(p, { force: true }).catch(() => undefined);
+    const gone = isStaleTemp(name) || ((await fsp.stat(p).catch(() => undefined))?.mtimeMs ?? Infinity) < cutoff;
+    if (gone) await fsp.rm(p, { force: true }).catch(() => undefined);
   }
 }

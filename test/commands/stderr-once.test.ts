@@ -4,6 +4,7 @@
  * and a file changed since, still get their appends (docs/storage.md, "Output files").
  * The real GAHP process, the test server, real files.
  */
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { sampleApps } from '../../fixtures/test-server/index.js';
@@ -92,4 +93,21 @@ test('a stderr file changed between the fetches gets the text again (documented)
   fs.truncateSync(err, 0);
   await fetch(job!, iwd);
   expect(fs.readFileSync(err, 'utf8')).toBe(one);
+});
+
+test("a record's temp file left by a killed GAHP is removed by the next GAHP's first record; a live writer's is kept", async () => {
+  const records = path.join(env.stateDir, 'stderr-appends');
+  fs.mkdirSync(records, { recursive: true });
+  const deadPid = spawnSync(process.execPath, ['-e', '']).pid;
+  const stale = `${'a'.repeat(64)}.${deadPid}.0badf00d.tmp`;
+  const live = `${'b'.repeat(64)}.${process.pid}.0badf00d.tmp`;
+  fs.writeFileSync(path.join(records, stale), '{"job":');
+  fs.writeFileSync(path.join(records, live), '{"job":');
+  // A new process: the clean-up runs with its first record.
+  await env.restart();
+  const [job] = await completedJobs(['after a crash\n']);
+  await fetch(job!, newIwd());
+  const left = fs.readdirSync(records);
+  expect(left).not.toContain(stale);
+  expect(left).toContain(live);
 });

@@ -170,7 +170,7 @@ describe('kill -9 during submits and fetches, then the same commands again', () 
       expectLedgerMatchesServer(stateDir, env.server, { tornAllowed: kills });
       expectHashCacheSound(stateDir, inputFiles, kills);
       for (const p of planned) if (p.outDir) stats.tempsAfterRepeat.push(...tempFiles(p.outDir).map((f) => path.join(p.outDir!, f)));
-      stats.tempsAfterRepeat.push(...tempFiles(stateDir));
+      stats.tempsAfterRepeat.push(...tempFiles(stateDir).map((f) => path.join(stateDir, f)));
       // Writer registrations of killed GAHPs do not pile up: only the live GAHP's remains.
       // (Entries are named <pid>.<random>, one per open ledger.)
       const live = `ledger.writers/${env.gahp.child.pid}.`;
