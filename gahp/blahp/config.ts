@@ -4,7 +4,7 @@
  * `boinc_*` keys into these environment variables (docs/blahp.md, "Configuration").
  * Variables already in blahpd's environment are used when blah.config lacks the key.
  */
-import { defaultStateDir, readAuthenticator } from '../cli/settings.js';
+import { defaultStateDir, readAuthenticator } from '../settings.js';
 import { Logger, type LogLevel } from '../log.js';
 import { blahpPaths, type BlahpPaths } from './state.js';
 

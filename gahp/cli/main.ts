@@ -16,7 +16,7 @@
 import { runGahp } from './run-gahp.js';
 import { plainGahpOptions } from './gahp-args.js';
 import { EXIT_FAILED, EXIT_USAGE, runOptions, type GahpCliOptions } from './options.js';
-import { readAuthenticator, UsageError } from './settings.js';
+import { readAuthenticator, UsageError } from '../settings.js';
 
 /** The GAHP on stdio (or the interactive prompt): what runs with no subcommand. */
 async function gahpOrPrompt(opts: GahpCliOptions): Promise<number> {

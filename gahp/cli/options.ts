@@ -6,7 +6,7 @@
  */
 import { Logger, type LogLevel } from '../log.js';
 import type { GahpRunOptions } from './run-gahp.js';
-import { defaultStateDir } from './settings.js';
+import { defaultStateDir } from '../settings.js';
 import type { NetworkSettings } from '../../boinc-rpc/network.js';
 
 export const EXIT_OK = 0;

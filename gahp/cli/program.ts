@@ -7,7 +7,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from './run-gahp.js';
 import { GAHP_VERSION } from '../version.js';
 import { EXIT_USAGE, type GahpCliOptions, type GlobalOptions } from './options.js';
-import { UsageError } from './settings.js';
+import { UsageError } from '../settings.js';
 import { abortCmd, fetchCmd, leaseCmd, pingCmd, queryCmd, retireCmd, statusCmd } from './subcommands.js';
 import { SubmitFileError } from './submit-file.js';
 import { parsePhpSize } from '../../boinc-rpc/upload-limits.js';

@@ -11,7 +11,7 @@ import { boincCommands } from '../commands/index.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';
 import { BoincClient } from '../../boinc-rpc/client.js';
 import { gahpBanner } from '../version.js';
-import { defaultStateDir } from './settings.js';
+import { defaultStateDir } from '../settings.js';
 import { chooseStateDir, type StateDirError } from '../state-dir.js';
 import type { GahpConfig, GahpServices } from '../services.js';
 import type { Ledger } from '../ledger/types.js';

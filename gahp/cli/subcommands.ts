@@ -9,7 +9,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
-import { defaultStateDir, readAuthenticator, UsageError } from './settings.js';
+import { defaultStateDir, readAuthenticator, UsageError } from '../settings.js';
 import { EXIT_FAILED, EXIT_OK, networkSettings, runOptions, type GlobalOptions } from './options.js';
 import { describeNetwork } from '../../boinc-rpc/network.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';

@@ -11,9 +11,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseSubmitDescription, SubmitFileError, type SubmitDescription, type SubmitProc } from './submit-file.js';
 import type { GlobalOptions } from './options.js';
-import { UsageError } from './settings.js';
+import { defaultStateDir, UsageError } from '../settings.js';
 import { projectFrom } from './subcommands.js';
-import { defaultStateDir } from './settings.js';
 import { SubmitStore, type SubmitRecord } from './submit-state.js';
 
 /**

@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fallbackStateDir } from '../../state-dir.js';
-import { defaultStateDir } from '../settings.js';
+import { defaultStateDir } from '../../settings.js';
 import type { DoctorContext, DoctorTarget } from './context.js';
 import { reason, type Report } from './report.js';
 

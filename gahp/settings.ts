@@ -1,7 +1,8 @@
 /**
- * Settings every entry point reads the same way: the default state directory and the
- * authenticator file. Kept free of heavy imports: the BLAHP scripts' status calls start a
- * process per job and load only this much before answering from the shared snapshot.
+ * Settings every front end (the CLI, the BLAHP scripts) reads the same way: the default
+ * state directory and the authenticator file. Below both front ends, so neither imports
+ * the other. Kept free of heavy imports: the BLAHP scripts' status calls start a process
+ * per job and load only this much before answering from the shared snapshot.
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
