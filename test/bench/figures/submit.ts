@@ -21,11 +21,11 @@ export const APP = 'uppercase';
 export const APP_INPUT = 'in';
 
 /** A BOINC_SUBMIT line (after the reqid) as HTCondor builds it. */
-export function submitLine(batch: string, jobs: Array<{ name: string; args?: string[]; inputs: string[] }>, app = APP): string {
+export function submitLine(batch: string, jobs: Array<{ name: string; args?: string[]; inputs: string[] }>, app = APP, input = APP_INPUT): string {
   const parts: string[] = [escapeToken(batch), app, String(jobs.length)];
   for (const j of jobs) {
     parts.push(escapeToken(j.name), String(j.args?.length ?? 0), ...(j.args ?? []).map(escapeToken), String(j.inputs.length));
-    for (const src of j.inputs) parts.push(escapeToken(src), APP_INPUT);
+    for (const src of j.inputs) parts.push(escapeToken(src), input);
   }
   parts.push('NULL', 'NULL', 'NULL', 'NULL', 'NULL', 'NULL');
   return parts.join(' ');
