@@ -1,7 +1,7 @@
 /**
  * Small helpers every part of the GAHP uses, in one place so they behave the same
  * everywhere: waiting (abortable), yielding to the event loop, one-at-a-time work per key,
- * whether a process is alive, and the text of whatever was thrown.
+ * whether a process is alive, the text of whatever was thrown, and words quoted for sh.
  *
  * On abort, `sleep` returns early and never rejects: each caller then reports the abort in
  * its own terms (a BoincRpcError, a staging or submit error); `untilAborted` rejects, for
@@ -34,6 +34,16 @@ function abortReason(signal: AbortSignal): Error {
 /** An error's message, or whatever was thrown as text (for log lines and error messages). */
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** A value single-quoted for sh. */
+export function shQuote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/** A word for a command line a person types: as it is when sh reads it so, else single-quoted. */
+export function shellWord(s: string): string {
+  return /^[A-Za-z0-9_@%+:,./-]+$/.test(s) ? s : shQuote(s);
 }
 
 /** Lets the event loop run (I/O, timers, other requests) before long CPU work goes on. */

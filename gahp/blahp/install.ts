@@ -15,14 +15,10 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BLAH_CONFIG_KEYS } from './config.js';
 import { writeFileAtomic } from './state.js';
+import { shQuote } from '../util.js';
 
 export const SCRIPT_ACTIONS = ['submit', 'status', 'cancel', 'hold', 'resume', 'ping'] as const;
 export const MARKER = '# written by boinc-gahp blahp install';
-
-/** A value single-quoted for sh. */
-export function shQuote(s: string): string {
-  return `'${s.replace(/'/g, `'\\''`)}'`;
-}
 
 /** bin/boinc-gahp of this installation (this file is dist/gahp/blahp/install.js). */
 export function defaultEntry(): string {

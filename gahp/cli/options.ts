@@ -4,10 +4,13 @@
  * of the subcommands' and commander's modules: the GAHP as HTCondor starts it loads only
  * this much of the CLI (docs/architecture.md, "Round trips and memory").
  */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { Logger, type LogLevel } from '../log.js';
 import type { GahpRunOptions } from './run-gahp.js';
 import { defaultStateDir } from '../settings.js';
 import type { NetworkSettings } from '../../boinc-rpc/network.js';
+import { shellWord } from '../util.js';
 
 export const EXIT_OK = 0;
 export const EXIT_FAILED = 1;
@@ -67,4 +70,42 @@ export function runOptions(g: GlobalOptions): Omit<GahpRunOptions, 'input' | 'ou
     postMaxSize: g.postMaxSize,
     uploadMaxFilesize: g.uploadMaxFilesize,
   };
+}
+
+/**
+ * This program as the user can type it: its name when PATH finds this very file, else its
+ * path (relative when under the working directory, e.g. bin/boinc-gahp in a checkout).
+ */
+export function invokedAs(): string {
+  const script = process.argv[1];
+  if (!script) return 'boinc-gahp';
+  const real = (p: string) => {
+    try {
+      return fs.realpathSync(p);
+    } catch {
+      return undefined;
+    }
+  };
+  const name = path.basename(script);
+  const self = real(script);
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    if (dir && self !== undefined && real(path.join(dir, name)) === self) return name;
+  }
+  const rel = path.relative(process.cwd(), script);
+  if (rel.startsWith('..') || path.isAbsolute(rel)) return script;
+  return rel.includes(path.sep) ? rel : `./${rel}`;
+}
+
+/**
+ * A command line for the user to run: this program with the options that decide which state
+ * directory and which project it uses (without them it would act on another state, e.g.
+ * submit a resumed file again), then `words`; every word quoted for the shell.
+ */
+export function commandToRun(g: GlobalOptions, words: string[]): string {
+  const where = [
+    ...(g.stateDir !== undefined ? ['--state-dir', g.stateDir] : []),
+    ...(g.projectUrl !== undefined ? ['--project-url', g.projectUrl] : []),
+    ...(g.authenticatorFile !== undefined ? ['--authenticator-file', g.authenticatorFile] : []),
+  ];
+  return [invokedAs(), ...where, ...words].map(shellWord).join(' ');
 }

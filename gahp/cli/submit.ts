@@ -16,7 +16,7 @@
  */
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
 import { fetchOutputSpec } from './submit-file.js';
-import { EXIT_FAILED, EXIT_OK, runOptions, type GlobalOptions } from './options.js';
+import { commandToRun, EXIT_FAILED, EXIT_OK, runOptions, type GlobalOptions } from './options.js';
 import { ProgressLine, SubmitProgressView } from './progress.js';
 import { planSubmit, submitArgs, type SubmitPlan } from './submit-plan.js';
 import type { SubmitRecord } from './submit-state.js';
@@ -69,10 +69,18 @@ export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions
   const { rec, procsByApp, procByJob } = plan;
   out(`cluster ${rec.cluster}: ${plural(procByJob.size, 'job')} in ${plural(procsByApp.size, 'batch', 'batches')} on ${plan.project.url}`);
   if ([...procsByApp.keys()].every((app) => rec.retired.includes(rec.batches[app]!))) {
-    out(`cluster ${rec.cluster} is already complete (batches retired); use --new to submit it again`);
+    out(`cluster ${rec.cluster} is already complete (batches retired); to submit it again as a new cluster, run: ${submitCommand(g, plan, ['--new'])}`);
     return Object.keys(rec.failed).length ? EXIT_FAILED : EXIT_OK;
   }
   return new SubmitRun(plan, g, o).run();
+}
+
+/**
+ * The command that runs this submit again: with the options that decide the state directory
+ * and the project, or it would not find this cluster and would submit the jobs again.
+ */
+function submitCommand(g: GlobalOptions, plan: SubmitPlan, extra: string[] = []): string {
+  return commandToRun(g, ['submit', plan.file, ...extra]);
 }
 
 /** What one status poll brought: go on with this round, or ask again after the poll interval. */
@@ -130,7 +138,7 @@ class SubmitRun {
       if (!this.o.wait) {
         this.progress.stop();
         for (const b of this.live()) out(`batch ${b}`);
-        out(`submitted; run "boinc-gahp submit ${this.plan.file}" again to wait for the jobs and fetch their outputs`);
+        out(`submitted; to wait for the jobs and fetch their outputs, run: ${submitCommand(this.g, this.plan)}`);
         return EXIT_OK;
       }
       return await this.waitForAll();
@@ -154,7 +162,7 @@ class SubmitRun {
     for (;;) {
       if (this.stop.signal.aborted) {
         this.progress.stop();
-        out(`interrupted; run "boinc-gahp submit ${this.plan.file}" again to resume (nothing is submitted twice)`);
+        out(`interrupted; to resume (nothing is submitted twice), run: ${submitCommand(this.g, this.plan)}`);
         return EXIT_INTERRUPTED;
       }
       if (this.live().length === 0) break;
@@ -170,7 +178,7 @@ class SubmitRun {
         this.showCounts();
         if (this.o.timeout !== undefined && Date.now() - started > this.o.timeout * 1000) {
           this.progress.stop();
-          process.stderr.write(`boinc-gahp: gave up waiting after ${this.o.timeout} s; run again to resume\n`);
+          process.stderr.write(`boinc-gahp: gave up waiting after ${this.o.timeout} s; to resume, run: ${submitCommand(this.g, this.plan)}\n`);
           return EXIT_FAILED;
         }
       }

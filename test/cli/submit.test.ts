@@ -7,8 +7,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startTestServer, stderrFilePattern, type TestBoincServer } from '../../fixtures/test-server/index.js';
 import { upperAscii } from '../../fixtures/apps.js';
-import { makeTempDir } from '../support/gahp-process.js';
-import { runCli } from './cli-support.js';
+import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
+import { runCli, startCli } from './cli-support.js';
 
 let server: TestBoincServer;
 let dir: string;
@@ -140,7 +140,7 @@ test('--no-wait submits and returns; running the file again waits and fetches wi
   const before = server.batches().length;
   const first = await submit('job.sub', '--no-wait');
   expect(first.code).toBe(0);
-  expect(first.stdout).toMatch(/submitted; run "boinc-gahp submit job\.sub" again/);
+  expect(first.stdout).toMatch(/submitted; to wait for the jobs and fetch their outputs, run: \S+boinc-gahp --state-dir \S+ submit job\.sub$/m);
   expect(server.batches().length).toBe(before + 1);
   expect(fs.existsSync(path.join(dir, 'out.1.0'))).toBe(false);
 
@@ -158,6 +158,45 @@ test('--no-wait submits and returns; running the file again waits and fetches wi
   expect(server.batches().length).toBe(before + 2);
   expect(fs.readFileSync(path.join(dir, 'out.2.2'), 'latin1')).toBe('ABC\n');
 });
+
+test('the resume hint after Ctrl-C, typed as printed, resumes the cluster: nothing is submitted twice', async () => {
+  // Jobs finish only when the test says so: the submit is still waiting at Ctrl-C.
+  const own = await startTestServer();
+  try {
+    await resumeHintResumes(own);
+  } finally {
+    await own.close();
+  }
+});
+
+async function resumeHintResumes(own: TestBoincServer): Promise<void> {
+  // Paths a shell would mangle unquoted; the project and account only from options.
+  const stateDir = path.join(dir, `state "1" it's $HOME`);
+  const authFile = path.join(dir, 'my auth.txt');
+  fs.writeFileSync(authFile, own.authenticator + '\n', { mode: 0o600 });
+  fs.writeFileSync(path.join(dir, 'in.txt'), 'again\n');
+  fs.writeFileSync(path.join(dir, 'job90.sub'), 'executable = uppercase\ntransfer_input_files = in.txt\ntransfer_output_files = out\ntransfer_output_remaps = "out = out.$(Process)"\nqueue 3\n');
+  // boinc-gahp on PATH, as after an install; XDG_STATE_HOME away from the real one: a
+  // hint without --state-dir would submit a second batch from there.
+  const env = { PATH: `${path.dirname(GAHP_BIN)}${path.delimiter}${process.env.PATH}`, XDG_STATE_HOME: path.join(dir, 'xdg') };
+  const first = startCli(['--state-dir', stateDir, '--project-url', own.url, '--authenticator-file', authFile, 'submit', 'job90.sub', '--poll', '0.2'], { cwd: dir, env });
+  await first.waitFor(/^submitted condor#/m);
+  first.child.kill('SIGINT');
+  const interrupted = await first.exited;
+  expect(interrupted.code).toBe(130);
+  expect(interrupted.stdout).toMatch(/^interrupted; to resume \(nothing is submitted twice\), run: boinc-gahp /m);
+  // (Read loosely: the hint of earlier versions, `run "..." again`, is run too, and fails below.)
+  const hint = /^interrupted; .*run:? "?(.+?)"?(?: again .*)?$/m.exec(interrupted.stdout)![1]!;
+  expect(own.batches().map((b) => b.jobNames.length)).toEqual([3]);
+
+  own.advanceAll();
+  const resumed = await startCli(['-c', hint], { command: 'sh', cwd: dir, env }).exited;
+  expect(own.batches().map((b) => b.jobNames.length)).toEqual([3]);
+  if (resumed.code !== 0) throw new Error(`the hint ${hint} exited ${resumed.code}: ${resumed.stderr}${resumed.stdout}`);
+  expect(resumed.stdout).toMatch(/^cluster 1: 3 jobs done, outputs fetched; 0 failed$/m);
+  for (const p of [0, 1, 2]) expect(fs.readFileSync(path.join(dir, `out.${p}`), 'latin1')).toBe('AGAIN\n');
+  expect(fs.existsSync(path.join(dir, 'xdg'))).toBe(false);
+}
 
 test('a job that fails on BOINC makes submit exit 1 naming the job', async () => {
   fs.writeFileSync(path.join(dir, 'in.txt'), 'boom\n');
