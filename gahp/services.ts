@@ -5,6 +5,7 @@
 import type { Logger } from './log.js';
 import { boundProject, type CapturedSelection, type ProjectBinding, type ProjectSession } from './session.js';
 import type { Ledger } from './ledger/types.js';
+import type { AppTemplateMemory } from './app-templates.js';
 import type { ProgressSink } from './staging/progress.js';
 
 export interface GahpConfig {
@@ -47,6 +48,8 @@ export interface GahpServices {
   config: GahpConfig;
   log: Logger;
   ledger: Ledger;
+  /** The apps' templates kept between fetches, per app and account (gahp/app-templates.ts). */
+  templates: AppTemplateMemory;
   /**
    * Optional: BOINC_SUBMIT's hashing and upload progress, for a display in this process
    * (the CLI's bars). At most one event per phase every 100 ms, plus the first (0) and the

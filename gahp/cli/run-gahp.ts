@@ -9,6 +9,7 @@ import { Logger } from '../log.js';
 import { ProjectSession } from '../session.js';
 import { boincCommands } from '../commands/index.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';
+import { AppTemplateMemory } from '../app-templates.js';
 import { BoincClient } from '../../boinc-rpc/client.js';
 import { gahpBanner } from '../version.js';
 import { defaultStateDir } from '../settings.js';
@@ -90,7 +91,7 @@ export function createServices(opts: GahpRunOptions): GahpServices {
     ...(opts.postMaxSize ? { postMaxSize: opts.postMaxSize } : {}),
     ...(opts.uploadMaxFilesize ? { uploadMaxFilesize: opts.uploadMaxFilesize } : {}),
   });
-  return { session, config, log, ledger, ...(opts.progress ? { progress: opts.progress } : {}) };
+  return { session, config, log, ledger, templates: new AppTemplateMemory(), ...(opts.progress ? { progress: opts.progress } : {}) };
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
  * BOINC_FETCH_OUTPUT <reqid> <job_name> <iwd> <stderr_path> <ALL|SOME> <nspecs> (<src_name> <dst>)...
  *
- * Gets the job's output template (by job name) and its completed instance, then:
+ * Gets the job's output template and its completed instance, then:
  * - ALL: every output file into iwd under its open_name, except that a file named by a
  *   spec goes to the spec's dst instead (the specs act as renames);
  * - SOME: only the files named by the specs, each to its dst;
@@ -31,14 +31,24 @@
  * named in the error by its destination, with the errno. No shell: names land literally
  * whatever they contain.
  *
+ * The template: for a job of a batch the ledger recorded, the app's answer kept from an
+ * earlier fetch when it fits (gahp/app-templates.ts); a fetch that fails with it for a reason
+ * other than the network, the disk or a cancel asks again once and, when the outputs
+ * differ, starts over with the new answer. For any other job, get_templates by job name.
+ * So a fetch makes one query_completed_job and one download per output file, and
+ * get_templates about once per app and batch (docs/boinc-server.md, "Templates kept between
+ * fetches").
+ *
  * Success: `NULL <exit_status> <wallclock> <cpu>` (exactly 4 tokens after the reqid).
  */
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
-import type { AsyncCommand } from '../protocol/commands.js';
+import type { AsyncCommand, HandlerContext } from '../protocol/commands.js';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import type { AppTemplates, BoincRpc, CompletedJob } from '../../boinc-rpc/types.js';
 import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
+import type { ProjectBinding } from '../session.js';
+import { errorMessage } from '../util.js';
 import { ensureDirInside, isSafeRelativePath, resolveUnder, Staging, sweepStaleTemps } from '../output/staging.js';
 import { stageStderrAppend, withPathLock } from '../output/stderr.js';
 import { appStderr } from '../output/stderr-text.js';
@@ -76,11 +86,10 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRe
     parse: parseBound(services, parseFetchOutput),
     async run(bound, ctx) {
       const req = bound.request;
-      const { rpc } = projectOf(bound);
-      const [templates, job] = await Promise.all([
-        rpc.getTemplates({ jobName: req.jobName, signal: ctx.signal }),
-        completedJob(rpc, req.jobName, ctx.signal),
-      ]);
+      const binding = projectOf(bound);
+      const { rpc } = binding;
+      const source = templateSource(services, binding, req.jobName, ctx.signal);
+      const [templates, job] = await Promise.all([source.first(), completedJob(rpc, req.jobName, ctx.signal)]);
       const hasCanonical = (job.canonicalResultId ?? 0) > 0;
       const hasError = (job.errorResultId ?? 0) > 0;
       if (!hasCanonical && !hasError) {
@@ -91,35 +100,95 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRe
 
       const empty = req.specs.findIndex((sp) => sp.src.length === 0 || sp.dst.length === 0);
       if (empty >= 0) throw new Error(`file spec ${empty + 1} of job ${req.jobName} has an empty name`);
-      const staging = new Staging();
-      const stderrPath = resolveUnder(req.iwd, req.stderrPath.length > 0 ? req.stderrPath : '/dev/null');
+      const deliver = (t: AppTemplates) => deliverJob(services, rpc, req, job, hasCanonical, t, ctx);
       try {
-        // A failed job (error instance) has no output files to fetch: only its stderr.
-        if (hasCanonical) await stageOutputs(rpc, req, templates, staging, ctx.signal);
-        const stdoutPath = req.stdoutSpec && resolveUnder(req.iwd, req.stdoutSpec.dst);
-        if (stdoutPath && !staging.destinations.includes(stdoutPath)) await writing(stdoutPath, () => staging.stageEmptyUnlessPresent(stdoutPath));
-        await withPathLock(stderrPath, async () => {
-          // A repeated fetch (its first result was lost) does not append the same text again.
-          const once = new StderrAppendOnce(services.config.stateDir, req.jobName, stderrPath, (msg) => ctx.log.warn(msg));
-          const after = await writing(stderrPath, () => stageStderrAppend(staging, stderrPath, appStderr(job.stderrOut ?? ''), once));
-          if (ctx.signal.aborted) throw new Error('GAHP shutting down: fetch abandoned');
-          await staging.commit();
-          if (after) await writing(stderrPath, after);
-        });
-      } finally {
-        await staging.cleanup();
+        await deliver(templates);
+      } catch (err) {
+        if (!hasCanonical || !mayMisfit(err, ctx.signal)) throw err;
+        const fresh = await source.again();
+        if (!fresh) throw err;
+        ctx.log.info(`fetch of ${req.jobName} failed with the kept template (${errorMessage(err)}); the app's outputs are now ${fresh.outputOpenNames.join(', ')}: fetching again`);
+        await deliver(fresh);
       }
-      // Leftovers of a GAHP killed while fetching to the same places (the downloaded zip
-      // archive's temp files too: the archive itself is no destination).
-      const outs = templates.outputOpenNames;
-      const zipTemp = outs.length === 1 && outs[0]!.toLowerCase().endsWith('.zip') ? [path.join(req.iwd, outs[0]!.replace(/\//g, '_'))] : [];
-      await sweepStaleTemps([...staging.destinations, ...zipTemp]);
       ctx.log.debug(`fetched output of ${req.jobName} into ${req.iwd}`);
       const exit = Number.isFinite(job.exitStatus) ? Math.trunc(job.exitStatus) : 0;
       return ['NULL', String(exit), fixed6(job.elapsedTime), fixed6(job.cpuTime)];
     },
   };
 }
+
+/** Where a fetch gets the job's templates, and asks again when the job did not fit them. */
+interface TemplateSource {
+  first(): Promise<AppTemplates>;
+  /** A newer answer whose outputs differ from the first; undefined when there is none. */
+  again(): Promise<AppTemplates | undefined>;
+}
+
+/**
+ * The app's kept templates when the ledger knows the job's batch (an answer asked after the
+ * batch was created); otherwise get_templates by job name, which asks the server for the
+ * job's app (its name is known nowhere else).
+ */
+function templateSource(services: GahpServices, binding: ProjectBinding, jobName: string, signal: AbortSignal): TemplateSource {
+  const batch = services.ledger.batchOfJob(binding.project.url, jobName);
+  if (!batch) {
+    return { first: () => binding.rpc.getTemplates({ jobName, signal }), again: () => Promise.resolve(undefined) };
+  }
+  let first: { templates: AppTemplates; askedAt: number } | undefined;
+  const answer = (notBefore: number) => services.templates.get(binding.rpc, binding.accountKey, batch.app, notBefore, signal);
+  return {
+    async first() {
+      first = await answer(batch.createdAt);
+      return first.templates;
+    },
+    async again() {
+      const next = await answer(first!.askedAt + 1);
+      const same = next.templates.outputOpenNames.join('\n') === first!.templates.outputOpenNames.join('\n');
+      return same ? undefined : next.templates;
+    },
+  };
+}
+
+/**
+ * Whether a failed fetch may have failed because the job does not fit its template: not when
+ * the network, the disk or a cancel failed it (asking again cannot change those).
+ */
+function mayMisfit(err: unknown, signal: AbortSignal): boolean {
+  if (signal.aborted || err instanceof WriteError) return false;
+  return !(err instanceof BoincRpcError && (err.kind === 'transport' || err.kind === 'local' || err.aborted));
+}
+
+/** Places the job's outputs and stderr with these templates (nothing under a real name on failure). */
+async function deliverJob(
+  services: GahpServices, rpc: BoincRpc, req: FetchOutputRequest, job: CompletedJob, hasCanonical: boolean, templates: AppTemplates, ctx: HandlerContext,
+): Promise<void> {
+  const staging = new Staging();
+  const stderrPath = resolveUnder(req.iwd, req.stderrPath.length > 0 ? req.stderrPath : '/dev/null');
+  try {
+    // A failed job (error instance) has no output files to fetch: only its stderr.
+    if (hasCanonical) await stageOutputs(rpc, req, templates, staging, ctx.signal);
+    const stdoutPath = req.stdoutSpec && resolveUnder(req.iwd, req.stdoutSpec.dst);
+    if (stdoutPath && !staging.destinations.includes(stdoutPath)) await writing(stdoutPath, () => staging.stageEmptyUnlessPresent(stdoutPath));
+    await withPathLock(stderrPath, async () => {
+      // A repeated fetch (its first result was lost) does not append the same text again.
+      const once = new StderrAppendOnce(services.config.stateDir, req.jobName, stderrPath, (msg) => ctx.log.warn(msg));
+      const after = await writing(stderrPath, () => stageStderrAppend(staging, stderrPath, appStderr(job.stderrOut ?? ''), once));
+      if (ctx.signal.aborted) throw new Error('GAHP shutting down: fetch abandoned');
+      await staging.commit();
+      if (after) await writing(stderrPath, after);
+    });
+  } finally {
+    await staging.cleanup();
+  }
+  // Leftovers of a GAHP killed while fetching to the same places (the downloaded zip
+  // archive's temp files too: the archive itself is no destination).
+  const outs = templates.outputOpenNames;
+  const zipTemp = outs.length === 1 && outs[0]!.toLowerCase().endsWith('.zip') ? [path.join(req.iwd, outs[0]!.replace(/\//g, '_'))] : [];
+  await sweepStaleTemps([...staging.destinations, ...zipTemp]);
+}
+
+/** A file system failure writing a destination (the disk, not the job, is at fault). */
+class WriteError extends Error {}
 
 /**
  * Runs work that writes `dest` (through a temp file of ours or the RPC client's): a file
@@ -134,7 +203,7 @@ async function writing<T>(dest: string, work: () => Promise<T>): Promise<T> {
     const text = err instanceof BoincRpcError ? (err.kind === 'local' ? err.options.fileError : undefined)
       : typeof e?.code === 'string' && typeof e.syscall === 'string' ? e.message.split(',')[0] : undefined;
     if (text === undefined) throw err;
-    throw new Error(`cannot write ${dest}: ${text}`, { cause: err });
+    throw new WriteError(`cannot write ${dest}: ${text}`, { cause: err });
   }
 }
 

@@ -38,7 +38,7 @@ import { writeAllSync } from '../state-files.js';
 import { StateDirError } from '../state-dir.js';
 import { compactJournal, JournalWriters } from './journal-compaction.js';
 import { JournalState, type JournalEntry } from './journal-state.js';
-import type { Ledger, LedgerBatch, LedgerBatchPatch, LedgerQueryBatch } from './types.js';
+import type { JobBatch, Ledger, LedgerBatch, LedgerBatchPatch, LedgerQueryBatch } from './types.js';
 
 export interface JournalLedgerOptions {
   /** Compact while running once the journal is larger than this (default 64 MiB)... */
@@ -146,6 +146,10 @@ export class JournalLedger implements Ledger {
 
   superseded(projectUrl: string, batchName: string): ReadonlySet<string> | undefined {
     return this.state.superseded(projectUrl, batchName);
+  }
+
+  batchOfJob(projectUrl: string, jobName: string): JobBatch | undefined {
+    return this.state.batchOfJob(projectUrl, jobName);
   }
 
   list(projectUrl?: string): LedgerBatch[] {

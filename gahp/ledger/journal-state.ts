@@ -20,7 +20,7 @@
  * survives restarts and compaction like them.
  */
 import { yieldNow } from '../util.js';
-import type { LedgerBatch, LedgerBatchPatch, LedgerQueryBatch } from './types.js';
+import type { JobBatch, LedgerBatch, LedgerBatchPatch, LedgerQueryBatch } from './types.js';
 
 export type JournalEntry =
   | { op: 'upsert'; p: string; n: string; t: number; patch: LedgerBatchPatch }
@@ -65,6 +65,15 @@ export class JournalState {
   superseded(projectUrl: string, batchName: string): ReadonlySet<string> | undefined {
     const rec = this.batches.get(key(projectUrl, batchName));
     return rec?.superseded;
+  }
+
+  batchOfJob(projectUrl: string, jobName: string): JobBatch | undefined {
+    for (const sep of ['#', '_']) {
+      const at = jobName.lastIndexOf(sep);
+      const rec = at > 0 ? this.batches.get(key(projectUrl, jobName.slice(0, at))) : undefined;
+      if (rec?.jobs.has(jobName)) return { name: rec.name, app: rec.app, createdAt: rec.createdAt };
+    }
+    return undefined;
   }
 
   list(projectUrl?: string): LedgerBatch[] {

@@ -38,6 +38,13 @@ export interface LedgerBatch {
 
 export type LedgerBatchPatch = Partial<Omit<LedgerBatch, 'projectUrl' | 'name' | 'createdAt' | 'updatedAt'>>;
 
+/** What the ledger tells of a job's batch (Ledger.batchOfJob). */
+export interface JobBatch {
+  name: string;
+  app: string;
+  createdAt: number;
+}
+
 /** One batch's part of a status query: job name / status pairs, as the server listed them. */
 export interface LedgerQueryBatch {
   name: string;
@@ -55,6 +62,13 @@ export interface Ledger {
    * ledger recorded later; undefined when there are none (docs/storage.md, "Superseded jobs").
    */
   superseded(projectUrl: string, batchName: string): ReadonlySet<string> | undefined;
+  /**
+   * The batch holding a job, when this ledger recorded the job in it: its name, app and
+   * creation time. The batch is the one named by the job's name up to its last `#` (the
+   * gridmanager's and the CLI's job names) or its last `_` (the BLAHP's). Cheap: no view
+   * of the batch is made.
+   */
+  batchOfJob(projectUrl: string, jobName: string): JobBatch | undefined;
   /** All batches, optionally of one project, most recently updated first. */
   list(projectUrl?: string): LedgerBatch[];
   /** Creates or updates a batch record; durable when the promise resolves. */
