@@ -10,15 +10,17 @@
  * `queue N`, `queue [N] <vars> in (...)`, `queue [N] <vars> from <file>|( ... )`;
  * `$(Cluster)`, `$(ClusterId)`, `$(Process)`, `$(ProcId)`, `$(Item)`, `$(Step)`,
  * `$(ItemIndex)`, `$(Row)`, `$(name:default)`, `$ENV(NAME)` and user macros.
- * Known HTCondor commands that cannot be honoured on BOINC are errors naming the line; a
- * few that do not matter here are accepted with a warning.
+ * Known HTCondor commands that cannot be honoured on BOINC are errors naming the line;
+ * those that mean nothing for a BOINC job are accepted with a note, or silently when their
+ * value asks for what BOINC does anyway (submit-macros.ts). A name one edit away from a
+ * command, never used as a macro, is taken for a typo of it: an error with the suggestion.
  *
  * The steps: the text is split into statements (submit-syntax.ts); assignments become macros
  * (submit-macros.ts); each `queue` statement makes its jobs, each job's commands read from the
  * macros as they are at that statement, expanded with the job's own macros (buildProc).
  */
 import * as path from 'node:path';
-import { MacroTable, type Assignment, type LocalMacros } from './submit-macros.js';
+import { likelyMisspelt, MacroTable, type Assignment, type LocalMacros } from './submit-macros.js';
 import { clip, parseArguments, parseQueue, parseRemaps, splitList, statements, SubmitFileError, type Statement } from './submit-syntax.js';
 
 /** The error every step of reading a submit file throws (it names the file and line). */
@@ -56,7 +58,8 @@ export interface SubmitProc {
 
 export interface SubmitDescription {
   procs: SubmitProc[];
-  warnings: string[];
+  /** What the user should know but need not change (commands with no effect here). */
+  notes: string[];
 }
 
 export interface ParseOptions {
@@ -70,20 +73,24 @@ export interface ParseOptions {
 
 export function parseSubmitDescription(text: string, opts: ParseOptions): SubmitDescription {
   const macros = new MacroTable(opts.file, opts.env ?? process.env);
-  const warnings: string[] = [];
+  const notes: string[] = [];
   const procs: SubmitProc[] = [];
   const stmts = statements(text, opts.file);
+  // Names used as $(name) or $(name:default): macros of the user's, whatever they look like.
+  const used = new Set([...text.matchAll(/\$\(([A-Za-z_][A-Za-z0-9_.]*)[:)]/g)].map((m) => m[1]!.toLowerCase()));
   let sawQueue = false;
   for (const st of stmts) {
     if (st.kind === 'assign') {
-      macros.assign(st.name, st.value, st.line, warnings);
+      const meant = used.has(st.name.toLowerCase()) ? undefined : likelyMisspelt(st.name);
+      if (meant) throw new SubmitFileError(opts.file, st.line, `unknown command "${st.name}": did you mean "${meant}"?`);
+      macros.assign(st.name, st.value, st.line, notes);
       continue;
     }
     sawQueue = true;
     for (const job of queuedJobs(st, macros, opts, procs.length)) procs.push(buildProc(macros, opts, job, st.line));
   }
   if (!sawQueue) throw new SubmitFileError(opts.file, stmts.length ? stmts[stmts.length - 1]!.line : 1, 'no "queue" statement: nothing to submit');
-  return { procs, warnings };
+  return { procs, notes };
 }
 
 /** A queued job before its commands are read: its number and its own macros. */

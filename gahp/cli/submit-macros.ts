@@ -6,42 +6,89 @@
  */
 import { clip, SubmitFileError } from './submit-syntax.js';
 
-// Apart from the commands of the two lists below, every assignment is just a macro: the
-// supported commands (executable, arguments, transfer_input_files, input,
-// transfer_output_files, transfer_output_remaps, output, error, initialdir,
-// boinc_authenticator_file, grid_resource, universe) are read from the macros when the jobs
-// are built (submit-file.ts), so no separate list of them is kept here.
+/** The commands boinc-gahp submit reads (submit-file.ts reads them from the macros when it builds the jobs). */
+const SUPPORTED = [
+  'executable', 'arguments', 'transfer_input_files', 'input', 'transfer_output_files',
+  'transfer_output_remaps', 'output', 'error', 'initialdir', 'boinc_authenticator_file',
+  'grid_resource', 'universe',
+];
 
-/** Accepted, with a warning that they have no effect here. */
-const IGNORED = new Set([
-  'log', 'notification', 'notify_user', 'should_transfer_files', 'when_to_transfer_output',
-  'batch_name', 'job_batch_name', 'description',
+/**
+ * Accepted with one note each: they mean nothing for a BOINC job. HTCondor's own records
+ * and mail; the resources a job asks for, which the project's app versions and the app
+ * template's bounds decide (HTCondor's gridmanager sends none of them to BOINC either:
+ * docs/boinc-server.md, "Memory bound"); HTCondor's accounting and ordering of the user's
+ * jobs; HTCondor's grid credential and lease (BOINC takes the authenticator).
+ */
+const NO_EFFECT = new Set([
+  'log', 'notification', 'notify_user', 'batch_name', 'job_batch_name', 'description',
+  'request_cpus', 'request_memory', 'request_disk',
+  'accounting_group', 'accounting_group_user', 'priority', 'skip_filechecks', 'copy_to_spool',
+  'x509userproxy', 'use_x509userproxy', 'job_lease_duration',
+]);
+
+/**
+ * Accepted without a note when the value asks for what a BOINC job does anyway (the lines
+ * condor_submit needs for an app name as executable, or a vanilla job's file transfer);
+ * any other value is refused with the reason.
+ */
+const AS_BOINC_DOES = new Map<string, { ok: RegExp; otherwise: string }>([
+  ['transfer_executable', { ok: /^(false|no)$/i, otherwise: 'the project runs its own app versions, the executable is never sent (set it to false)' }],
+  ['should_transfer_files', { ok: /^(yes|if_needed)$/i, otherwise: 'a BOINC job always gets its input files sent and its outputs fetched (YES)' }],
+  ['when_to_transfer_output', { ok: /^on_exit(_or_evict)?$/i, otherwise: 'a BOINC job\'s outputs come back when it ends (ON_EXIT)' }],
+  ['getenv', { ok: /^(false|no)$/i, otherwise: 'a BOINC job cannot be given environment variables' }],
+  ['stream_output', { ok: /^(false|no)$/i, otherwise: 'BOINC returns outputs only when the job ends' }],
+  ['stream_error', { ok: /^(false|no)$/i, otherwise: 'BOINC returns stderr only when the job ends' }],
 ]);
 
 /** HTCondor submit commands whose meaning boinc-gahp submit cannot honour. */
 const UNSUPPORTED = new Set([
-  'requirements', 'rank', 'environment', 'env', 'getenv', 'transfer_executable', 'stream_output',
-  'stream_error', 'stream_input', 'periodic_hold', 'periodic_release', 'periodic_remove',
-  'periodic_vacate', 'on_exit_hold', 'on_exit_remove', 'priority', 'hold', 'leave_in_queue',
-  'max_retries', 'retry_until', 'success_exit_code', 'request_cpus', 'request_memory',
-  'request_disk', 'request_gpus', 'accounting_group', 'accounting_group_user', 'x509userproxy',
-  'use_x509userproxy', 'job_lease_duration', 'concurrency_limits', 'max_idle', 'max_materialize',
+  'requirements', 'rank', 'environment', 'env',
+  'stream_input', 'periodic_hold', 'periodic_release', 'periodic_remove',
+  'periodic_vacate', 'on_exit_hold', 'on_exit_remove', 'hold', 'leave_in_queue',
+  'max_retries', 'retry_until', 'success_exit_code', 'request_gpus',
+  'concurrency_limits', 'max_idle', 'max_materialize',
   'materialize_max_idle', 'next_job_start_delay', 'deferral_time', 'deferral_window',
   'deferral_prep_time', 'cron_minute', 'cron_hour', 'cron_day_of_month', 'cron_month',
   'cron_day_of_week', 'cron_window', 'cron_prep_time', 'run_as_owner', 'load_profile',
   'image_size', 'coresize', 'kill_sig', 'remove_kill_sig', 'hold_kill_sig',
-  'want_graceful_removal', 'nice_user', 'copy_to_spool', 'transfer_output', 'transfer_input',
+  'want_graceful_removal', 'nice_user', 'transfer_output', 'transfer_input',
   'transfer_error', 'transfer_plugins', 'output_destination', 'preserve_relative_paths',
   'encrypt_input_files', 'encrypt_output_files', 'dont_encrypt_input_files',
   'dont_encrypt_output_files', 'docker_image', 'container_image', 'singularity_image',
   'vm_type', 'vm_memory', 'vm_disk', 'machine_count', 'jar_files', 'java_vm_args',
   'globus_rsl', 'nordugrid_rsl', 'batch_queue', 'allowed_execute_duration',
   'allowed_job_duration', 'job_max_vacate_time', 'want_remote_io', 'buffer_size',
-  'buffer_block_size', 'match_list_length', 'skip_filechecks', 'job_machine_attrs',
+  'buffer_block_size', 'match_list_length', 'job_machine_attrs',
   'append_files', 'local_files', 'fetch_files', 'compress_files', 'hold_reason',
   'hold_reason_code', 'hold_reason_subcode', 'keep_claim_idle', 'starter_log', 'dagman_log',
   'submit_event_notes', 'rendezvousdir', 'job_ad_information_attrs', 'cluster_id',
 ]);
+
+const KNOWN = [...SUPPORTED, ...NO_EFFECT, ...AS_BOINC_DOES.keys(), ...UNSUPPORTED];
+
+/** Whether one insertion, deletion, substitution or swap of neighbours makes a into b. */
+function oneEditApart(a: string, b: string): boolean {
+  if (a === b || Math.abs(a.length - b.length) > 1) return false;
+  let head = 0;
+  while (head < a.length && head < b.length && a[head] === b[head]) head++;
+  let tail = 0;
+  while (tail < a.length - head && tail < b.length - head && a[a.length - 1 - tail] === b[b.length - 1 - tail]) tail++;
+  const restA = a.length - head - tail;
+  const restB = b.length - head - tail;
+  if (restA <= 1 && restB <= 1) return true;
+  return restA === 2 && restB === 2 && a[head] === b[head + 1] && a[head + 1] === b[head];
+}
+
+/**
+ * The command a name not known as one is likely a typo of (`transfer_input_file`), or
+ * undefined. condor_submit keeps any name as a macro, so a typo would be taken silently.
+ */
+export function likelyMisspelt(name: string): string | undefined {
+  const key = name.toLowerCase();
+  if (key.length < 4 || KNOWN.includes(key)) return undefined;
+  return KNOWN.find((k) => oneEditApart(key, k));
+}
 
 /** A macro's value as written, and the line that set it (for errors). */
 export interface Assignment {
@@ -54,27 +101,32 @@ export type LocalMacros = Map<string, string>;
 
 export class MacroTable {
   private readonly macros = new Map<string, Assignment>();
-  /** IGNORED commands already warned about (once each). */
-  private readonly warned = new Set<string>();
+  /** NO_EFFECT commands already noted (once each). */
+  private readonly noted = new Set<string>();
 
   constructor(private readonly file: string, private readonly env: NodeJS.ProcessEnv) {}
 
   /**
    * `name = value`: kept as a macro. A custom job attribute (`+Name`, `My.Name`) is dropped
-   * with a warning, an IGNORED command kept with one, an UNSUPPORTED command is an error.
+   * with a note, a NO_EFFECT command kept with one, an AS_BOINC_DOES command kept when its
+   * value is what BOINC does; an UNSUPPORTED command (or another value) is an error.
    */
-  assign(name: string, value: string, line: number, warnings: string[]): void {
+  assign(name: string, value: string, line: number, notes: string[]): void {
     const key = name.toLowerCase();
     if (name.startsWith('+') || key.startsWith('my.')) {
-      warnings.push(`${this.file}:${line}: custom job attribute "${name}" has no effect with boinc-gahp submit (ignored)`);
+      notes.push(`${this.file}:${line}: custom job attribute "${name}" has no effect with boinc-gahp submit (ignored)`);
       return;
     }
     if (UNSUPPORTED.has(key)) {
       throw new SubmitFileError(this.file, line, `"${name}" is not supported by boinc-gahp submit: BOINC cannot honour it (remove it, or submit through HTCondor)`);
     }
-    if (IGNORED.has(key) && !this.warned.has(key)) {
-      this.warned.add(key);
-      warnings.push(`${this.file}:${line}: "${name}" has no effect with boinc-gahp submit (ignored)`);
+    const boinc = AS_BOINC_DOES.get(key);
+    if (boinc && !boinc.ok.test(value)) {
+      throw new SubmitFileError(this.file, line, `"${name} = ${clip(value, 30)}" is not supported by boinc-gahp submit: ${boinc.otherwise}`);
+    }
+    if (NO_EFFECT.has(key) && !this.noted.has(key)) {
+      this.noted.add(key);
+      notes.push(`${this.file}:${line}: "${name}" has no effect with boinc-gahp submit (ignored)`);
     }
     this.macros.set(key, { value, line });
   }

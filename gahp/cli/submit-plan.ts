@@ -81,7 +81,7 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean)
   // a broken file must not use up cluster ids.
   const tentativeCluster = known?.cluster ?? store.nextCluster;
   let desc = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster: tentativeCluster });
-  for (const w of desc.warnings) process.stderr.write(`warning: ${w}\n`);
+  for (const note of desc.notes) process.stderr.write(`note: ${note}\n`);
   if (desc.procs.length === 0) throw new SubmitFileError(file, 1, 'the queue statements make no jobs');
   const project = projectOfFile(g, file, desc);
   checkJobFiles(file, desc);

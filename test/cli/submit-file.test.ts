@@ -67,7 +67,7 @@ describe('submit file parser', () => {
       mode: 'SOME',
       specs: [['out', 'out.42.1'], ['result.txt', '/tmp/r.1'], ['job.out', 'job.out'], ['job.err', 'job.err']],
     });
-    expect(d.warnings).toEqual([]);
+    expect(d.notes).toEqual([]);
   });
 
   test('no transfer_output_files: ALL; no error: /dev/null', () => {
@@ -145,28 +145,42 @@ describe('submit file parser', () => {
     expect(() => parseRemaps('a')).toThrow(/name = new_name/);
   });
 
-  test('harmless commands are accepted with a warning', () => {
-    const d = parse('executable = x\nlog = job.log\nshould_transfer_files = YES\n+ProjectName = "p"\nqueue');
-    expect(d.warnings).toEqual([
+  test('commands that mean nothing for a BOINC job are accepted, with a note unless their value is what BOINC does', () => {
+    const d = parse([
+      'executable = x', 'log = job.log', 'should_transfer_files = YES', '+ProjectName = "p"', 'transfer_executable = false',
+      'when_to_transfer_output = ON_EXIT', 'getenv = False', 'request_memory = 2G', 'request_cpus = 1', 'request_disk = 1G',
+      'accounting_group = g', 'priority = 5', 'x509userproxy = /tmp/x', 'notification = never', 'queue',
+    ].join('\n'));
+    expect(d.procs).toHaveLength(1);
+    expect(d.notes).toEqual([
       'job.sub:2: "log" has no effect with boinc-gahp submit (ignored)',
-      'job.sub:3: "should_transfer_files" has no effect with boinc-gahp submit (ignored)',
       'job.sub:4: custom job attribute "+ProjectName" has no effect with boinc-gahp submit (ignored)',
+      ...['request_memory', 'request_cpus', 'request_disk', 'accounting_group', 'priority', 'x509userproxy', 'notification']
+        .map((c, i) => `job.sub:${8 + i}: "${c}" has no effect with boinc-gahp submit (ignored)`),
     ]);
+  });
+
+  test('a name one edit away from a command is taken for its typo, unless used as a macro', () => {
+    for (const [typo, meant] of [['transfer_input_file', 'transfer_input_files'], ['arguemnts', 'arguments'], ['Executabel', 'executable'], ['outptu', 'output']]) {
+      const err = errorOf(`executable = uppercase\n${typo} = a\nqueue`);
+      expect(err.message).toBe(`job.sub:2: unknown command "${typo}": did you mean "${meant}"?`);
+    }
+    const d = parse('executable = uppercase\noutputs = a b\narguments = $(outputs)\nqueue');
+    expect(d.procs[0]!.args).toEqual(['a', 'b']);
   });
 
   describe('errors name the line', () => {
     const unsupported = [
       'requirements = Memory > 1024', 'rank = Memory', 'environment = "A=1"', 'getenv = true',
-      'transfer_executable = false', 'stream_output = true', 'periodic_hold = true', 'on_exit_remove = true',
-      'priority = 5', 'hold = true', 'max_retries = 3', 'request_cpus = 2', 'request_memory = 1G',
-      'request_disk = 1G', 'accounting_group = g', 'x509userproxy = /tmp/x', 'concurrency_limits = a',
-      'docker_image = alpine', 'container_image = x.sif', 'machine_count = 2', 'next_job_start_delay = 1',
+      'transfer_executable = true', 'should_transfer_files = NO', 'when_to_transfer_output = ON_SUCCESS',
+      'stream_output = true', 'periodic_hold = true', 'on_exit_remove = true', 'hold = true', 'max_retries = 3',
+      'request_gpus = 1', 'concurrency_limits = a', 'docker_image = alpine', 'container_image = x.sif', 'machine_count = 2', 'next_job_start_delay = 1',
       'deferral_time = 0', 'cron_minute = 1', 'nice_user = true', 'output_destination = osdf:///x',
     ];
     test.each(unsupported)('%s', (line) => {
       const err = errorOf(`executable = uppercase\n\n${line}\nqueue`);
       expect(err.line).toBe(3);
-      expect(err.message).toMatch(/^job\.sub:3: "[a-z_0-9]+" is not supported by boinc-gahp submit/);
+      expect(err.message).toMatch(/^job\.sub:3: "[a-z_0-9]+( = [^"]+)?" is not supported by boinc-gahp submit: \S/);
     });
 
     test.each([

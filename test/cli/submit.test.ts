@@ -198,6 +198,22 @@ async function resumeHintResumes(own: TestBoincServer): Promise<void> {
   expect(fs.existsSync(path.join(dir, 'xdg'))).toBe(false);
 }
 
+test("the README's grid submit file runs as written: the lines condor_submit needs are accepted, at most with a note", async () => {
+  const readme = fs.readFileSync(path.join(path.dirname(GAHP_BIN), '..', 'README.md'), 'utf8');
+  const block = /^### 2\. A grid-universe submit file[^\n]*\n+```\n([\s\S]*?)```/m.exec(readme)![1]!;
+  expect(block).toMatch(/^transfer_executable += false$/m);
+  fs.writeFileSync(path.join(dir, 'data.txt'), 'readme\n');
+  fs.writeFileSync(path.join(dir, 'job.sub'), block
+    .replace(/https:\/\/boinc\.example\.org\/myproject\//, server.url)
+    .replace(/^(boinc_authenticator_file\s*=\s*).*$/m, `$1${path.join(dir, 'auth.txt')}`));
+  const r = await submit('job.sub');
+  if (r.code !== 0) throw new Error(`exit ${r.code}: ${r.stderr}${r.stdout}`);
+  expect(r.stdout).toMatch(/^cluster 1: 20 jobs done, outputs fetched; 0 failed$/m);
+  expect(r.stderr).toMatch(/^note: job\.sub:[0-9]+: "log" has no effect with boinc-gahp submit \(ignored\)$/m);
+  expect(r.stderr).not.toMatch(/transfer_executable|warning|error/);
+  for (const p of [0, 19]) expect(fs.readFileSync(path.join(dir, `out.1.${p}`), 'latin1')).toBe(`README\n\nargs: -n ${p}\n`);
+});
+
 test('a job that fails on BOINC makes submit exit 1 naming the job', async () => {
   fs.writeFileSync(path.join(dir, 'in.txt'), 'boom\n');
   writeSubmitFile('job.sub', 'failing', ['transfer_input_files = in.txt', 'queue']);
@@ -209,10 +225,16 @@ test('a job that fails on BOINC makes submit exit 1 naming the job', async () =>
 
 test('submit-file errors exit 2 and name the line; nothing reaches the server', async () => {
   const rpcs = server.rpcLog().length;
-  fs.writeFileSync(path.join(dir, 'bad.sub'), `executable = uppercase\ngrid_resource = boinc ${server.url}\nrequest_memory = 2G\nqueue\n`);
+  fs.writeFileSync(path.join(dir, 'bad.sub'), `executable = uppercase\ngrid_resource = boinc ${server.url}\nrequirements = Memory > 1024\nqueue\n`);
   const r = await submit('bad.sub');
   expect(r.code).toBe(2);
-  expect(r.stderr).toMatch(/bad\.sub:3: "request_memory" is not supported by boinc-gahp submit/);
+  expect(r.stderr).toMatch(/bad\.sub:3: "requirements" is not supported by boinc-gahp submit/);
+
+  // A typo of a command is named when the file is read, not as a template mismatch at queue.
+  fs.writeFileSync(path.join(dir, 'typo.sub'), `executable = uppercase\ngrid_resource = boinc ${server.url}\nboinc_authenticator_file = auth.txt\ntransfer_input_file = in.txt\nqueue\n`);
+  const t = await submit('typo.sub');
+  expect(t.code).toBe(2);
+  expect(t.stderr).toBe('boinc-gahp: typo.sub:4: unknown command "transfer_input_file": did you mean "transfer_input_files"?\n');
 
   fs.writeFileSync(path.join(dir, 'missing.sub'), `executable = uppercase\ngrid_resource = boinc ${server.url}\nboinc_authenticator_file = auth.txt\ntransfer_input_files = nope.txt\n\nqueue\n`);
   const m = await submit('missing.sub');
