@@ -58,7 +58,7 @@ async function stage(tarball, dest) {
 async function writeGenerated(lib, under, version) {
   // The scripts' text comes from the same function `blahp install` uses, given the
   // installed paths instead of this build's node and checkout.
-  const { SCRIPT_ACTIONS, scriptText } = await import(pathToFileURL(path.join(lib, 'dist/gahp/blahp/install.js')).href);
+  const { SCRIPT_ACTIONS, scriptText } = await import(pathToFileURL(path.join(lib, 'dist/gahp/blahp-scripts.js')).href);
   const blahp = under(BLAHP_DIR);
   fs.mkdirSync(blahp, { recursive: true });
   for (const action of SCRIPT_ACTIONS) {

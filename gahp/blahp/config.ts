@@ -1,10 +1,13 @@
 /**
- * The BLAHP side's configuration. blah.config values reach a script only by sourcing
- * blahp's blah_load_config.sh; the scripts `boinc-gahp blahp install` writes turn the
- * `boinc_*` keys into these environment variables (docs/blahp.md, "Configuration").
- * Variables already in blahpd's environment are used when blah.config lacks the key.
+ * The BLAHP side's configuration (docs/blahp.md, "Configuration"): the `boinc_*` keys of
+ * blah.config as environment variables. The scripts `boinc-gahp blahp install` writes
+ * export them after sourcing blahp's blah_load_config.sh; without that loader beside them
+ * this side reads blah.config itself, as text, from where blahpd reads it. Variables
+ * already in blahpd's environment are used when blah.config lacks the key.
  */
+import * as fs from 'node:fs';
 import { defaultStateDir, readAuthenticator } from '../settings.js';
+import { BLAH_CONFIG_KEYS, blahConfigFile, blahpdHomeFromEnv, ENV, LOADED_CONFIG_ENV, readBlahConfig } from '../blahp-location.js';
 import { Logger, type LogLevel } from '../log.js';
 import { blahpPaths, type BlahpPaths } from './state.js';
 
@@ -32,31 +35,6 @@ export interface BlahpConfig {
   maxBatchJobs: number;
 }
 
-export const ENV = {
-  projectUrl: 'BOINC_GAHP_PROJECT_URL',
-  authenticatorFile: 'BOINC_GAHP_AUTHENTICATOR_FILE',
-  stateDir: 'BOINC_GAHP_STATE_DIR',
-  log: 'BOINC_GAHP_LOG',
-  logLevel: 'BOINC_GAHP_LOG_LEVEL',
-  rpcTimeout: 'BOINC_GAHP_RPC_TIMEOUT',
-  statusMaxAge: 'BOINC_BLAHP_STATUS_MAX_AGE',
-  gatherMs: 'BOINC_BLAHP_GATHER_MS',
-  leaseHours: 'BOINC_BLAHP_LEASE_HOURS',
-} as const;
-
-/** blah.config key -> environment variable (what the installed scripts export). */
-export const BLAH_CONFIG_KEYS: ReadonlyArray<readonly [string, string]> = [
-  ['boinc_project_url', ENV.projectUrl],
-  ['boinc_authenticator_file', ENV.authenticatorFile],
-  ['boinc_state_dir', ENV.stateDir],
-  ['boinc_log', ENV.log],
-  ['boinc_log_level', ENV.logLevel],
-  ['boinc_rpc_timeout', ENV.rpcTimeout],
-  ['boinc_status_max_age', ENV.statusMaxAge],
-  ['boinc_submit_gather_ms', ENV.gatherMs],
-  ['boinc_lease_hours', ENV.leaseHours],
-];
-
 function num(env: NodeJS.ProcessEnv, name: string, dflt: number, min: number, max: number): number {
   const text = env[name];
   if (text === undefined || text.trim() === '') return dflt;
@@ -65,14 +43,38 @@ function num(env: NodeJS.ProcessEnv, name: string, dflt: number, min: number, ma
   return n;
 }
 
-/** The configuration from the environment; `needProject` false for commands that talk to no server. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, needProject = true): BlahpConfig {
+/**
+ * The environment with blah.config's `boinc_*` values in it, and what was read, for the
+ * "not configured" messages. A script that sourced blahp's loader has exported them
+ * already; otherwise blah.config is read here, from where blahpd reads it (its values
+ * before the environment's, as the scripts export them).
+ */
+function withBlahConfig(env: NodeJS.ProcessEnv): { env: NodeJS.ProcessEnv; where: string; unread?: string } {
+  const loaded = env[LOADED_CONFIG_ENV];
+  if (loaded !== undefined) return { env, where: `${loaded} (read by blahp's blah_load_config.sh)` };
+  const { file, passedOver } = blahConfigFile(blahpdHomeFromEnv(env).home, env);
+  const values = readBlahConfig(file);
+  if (!(values instanceof Map)) {
+    const looked = [...passedOver.map((f) => `${f}: not readable`), `${file}: ${values.error}`].join('; ');
+    return { env, where: file, unread: `no blah.config could be read (looked for ${looked}); create ${file} with supported_lrms=boinc, boinc_project_url and boinc_authenticator_file, or name another with BLAHPD_CONFIG_LOCATION` };
+  }
+  const merged = { ...env };
+  for (const [key, name] of BLAH_CONFIG_KEYS) {
+    const value = values.get(key);
+    if (value) merged[name] = value;
+  }
+  return { env: merged, where: file };
+}
+
+/** The configuration from blah.config and the environment; `needProject` false for commands that talk to no server. */
+export function loadConfig(given: NodeJS.ProcessEnv = process.env, needProject = true): BlahpConfig {
+  const { env, where, unread } = withBlahConfig(given);
   let projectUrl = env[ENV.projectUrl]?.trim() ?? '';
   const authenticatorFile = env[ENV.authenticatorFile]?.trim() ?? '';
   if (needProject) {
-    if (projectUrl === '') throw new BlahpConfigError('no BOINC project configured: set boinc_project_url in blah.config');
+    if (projectUrl === '') throw new BlahpConfigError(`no BOINC project configured: ${unread ?? `set boinc_project_url in ${where}`}`);
     if (!/^https?:\/\/[^\s]+$/.test(projectUrl)) throw new BlahpConfigError(`boinc_project_url must be an http(s) URL, got ${JSON.stringify(projectUrl.slice(0, 100))}`);
-    if (authenticatorFile === '') throw new BlahpConfigError('no BOINC account configured: set boinc_authenticator_file in blah.config');
+    if (authenticatorFile === '') throw new BlahpConfigError(`no BOINC account configured: ${unread ?? `set boinc_authenticator_file in ${where}`}`);
   }
   if (projectUrl !== '' && !projectUrl.endsWith('/')) projectUrl += '/';
   const stateDir = env[ENV.stateDir]?.trim() || defaultStateDir();
@@ -104,41 +106,32 @@ export function authenticatorOf(cfg: BlahpConfig): string {
   }
 }
 
+/**
+ * The log is one file that every job owner's scripts append to (docs/blahp.md, "The
+ * log"): a script that creates it makes it group-writable (0660 whatever the umask; the
+ * group is the directory's when that is set-group-ID), not 0600 for the first owner alone.
+ */
+function createSharedLog(file: string): void {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, 'wx', 0o660);
+  } catch {
+    return; // there already (or not creatable: opening it below says so)
+  }
+  try {
+    fs.fchmodSync(fd, 0o660);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 export function loggerOf(cfg: BlahpConfig): Logger {
   if (!cfg.logFile) return Logger.silent();
   try {
+    createSharedLog(cfg.logFile);
     return Logger.toFile(cfg.logFile, cfg.logLevel);
   } catch {
     // A log that cannot be opened must not fail the job.
     return Logger.silent();
   }
-}
-
-/**
- * Where blahpd reads blah.config: $BLAHPD_CONFIG_LOCATION, else
- * $BLAHPD_LOCATION/etc/blah.config, else /etc/blah.config.
- */
-export function blahConfigLocation(env: NodeJS.ProcessEnv = process.env): string {
-  if (env.BLAHPD_CONFIG_LOCATION) return env.BLAHPD_CONFIG_LOCATION;
-  if (env.BLAHPD_LOCATION) return `${env.BLAHPD_LOCATION.replace(/\/+$/, '')}/etc/blah.config`;
-  return '/etc/blah.config';
-}
-
-/**
- * blah.config's `key=value` lines (a bash file that blah_load_config.sh sources): values
- * unquoted, comments and other lines skipped. Read as text, never run: a value that needs
- * the shell to mean something (`$x`, `$(...)`) is kept as written.
- */
-export function parseBlahConfig(text: string): Map<string, string> {
-  const values = new Map<string, string>();
-  for (const raw of text.split(/\r?\n/)) {
-    const m = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(raw);
-    if (!m) continue;
-    let value = m[2]!.trim();
-    const quoted = /^"([^"]*)"|^'([^']*)'/.exec(value);
-    if (quoted) value = quoted[1] ?? quoted[2] ?? '';
-    else value = value.replace(/\s+#.*$/, '');
-    values.set(m[1]!, value);
-  }
-  return values;
 }

@@ -9,7 +9,8 @@
  *   retired right away.
  * - hold, resume: BOINC has neither: a message on stderr, exit 1.
  * - ping: `0 No error` when the project answers, else `1 <reason>`; exit 0.
- * - install <dir> [--force]: writes the scripts. fetch: the background worker (outputs, leases, retirements).
+ * - install [dir] [--force], uninstall [dir]: write or remove the scripts, by default in
+ *   the folder blahpd runs them from. fetch: the background worker (outputs, leases, retirements).
  */
 import { BlahpConfigError, loadConfig } from './config.js';
 import { openContext, type BlahpContext } from './context.js';
@@ -20,7 +21,7 @@ import { statusLines } from './status.js';
 import { writeJsonAtomic } from './state.js';
 import { errorMessage } from '../util.js';
 
-const USAGE = 'usage: boinc-gahp blahp <submit|status|cancel|hold|resume|ping|fetch> ... | boinc-gahp blahp install <libexec dir> [--force]';
+const USAGE = 'usage: boinc-gahp blahp <submit|status|cancel|hold|resume|ping|fetch> ... | boinc-gahp blahp install [<libexec dir>] [--force] | boinc-gahp blahp uninstall [<libexec dir>]';
 
 function write(stream: NodeJS.WriteStream, text: string): Promise<void> {
   return new Promise((resolve) => {
@@ -38,7 +39,8 @@ export async function blahpMain(args: readonly string[]): Promise<number> {
   const [action, ...rest] = args;
   switch (action) {
     case 'install':
-      return installAction(rest);
+    case 'uninstall':
+      return scriptsAction(action, rest);
     case 'submit':
       return submitAction(rest);
     case 'status':
@@ -68,20 +70,35 @@ async function withContext<T>(fn: (ctx: BlahpContext) => Promise<T>, needProject
   }
 }
 
-async function installAction(rest: string[]): Promise<number> {
-  const force = rest.includes('--force');
-  const dirs = rest.filter((a) => a !== '--force');
-  if (dirs.length !== 1) {
+/** install / uninstall [dir]: without a directory, the folder blahpd runs scripts from (gahp/blahp-location.ts), said first. */
+async function scriptsAction(action: 'install' | 'uninstall', rest: string[]): Promise<number> {
+  const force = action === 'install' && rest.includes('--force');
+  const dirs = rest.filter((a) => !(force && a === '--force'));
+  if (dirs.length > 1 || dirs.some((d) => d.startsWith('-'))) {
     await write(process.stderr, `${USAGE}\n`);
     return 2;
   }
   try {
-    const { install } = await import('./install.js');
-    const { written } = install(dirs[0]!, { force });
-    await write(process.stdout, written.map((f) => `wrote ${f}\n`).join(''));
+    let dir = dirs[0];
+    if (dir === undefined) {
+      const { locateBlahpd } = await import('../blahp-location.js');
+      const where = await locateBlahpd(process.env);
+      dir = where.libexec;
+      await write(process.stdout, `blahpd runs batch scripts from ${dir} (${where.libexecFrom})\n`);
+    }
+    const scripts = await import('../blahp-scripts.js');
+    if (action === 'install') {
+      const { written } = scripts.install(dir, { force });
+      await write(process.stdout, written.map((f) => `wrote ${f}\n`).join(''));
+      return 0;
+    }
+    const { removed, foreign } = scripts.uninstall(dir);
+    const lines = [...removed.map((f) => `removed ${f}`), ...foreign.map((f) => `left ${f}: not written by boinc-gahp`)];
+    if (removed.length === 0) lines.push(`no boinc_*.sh written by boinc-gahp in ${dir}`);
+    await write(process.stdout, lines.map((l) => `${l}\n`).join(''));
     return 0;
   } catch (err) {
-    await write(process.stderr, `boinc-gahp blahp install: ${errorMessage(err)}\n`);
+    await write(process.stderr, `boinc-gahp blahp ${action}: ${errorMessage(err)}\n`);
     return 1;
   }
 }
@@ -128,9 +145,11 @@ async function cancelAction(rest: string[]): Promise<number> {
           if (!job) throw new Error(`malformed BOINC job id ${rest[i]}`);
           await abortJobsCommand(await ctx.services()).run(await ctx.bound({ jobNames: [job.jobName] }), ctx.handler(`cancel ${job.jobName}`, 25_000));
           writeJsonAtomic(cancelledFile(ctx, job), { kind: 'cancelled', at: Date.now() });
+          ctx.log.info(`blahp cancel: ${job.jobName}: aborted on BOINC`);
           batches.add(job.batch);
           out += `${prefix} 0 No\\ error\n`;
         } catch (err) {
+          ctx.log.warn(`blahp cancel: ${rest[i]}: ${errorMessage(err)}`);
           if (rest.length === 1) throw err;
           out += `${prefix} 1 ${escapeToken(errorMessage(err))}\n`;
         }

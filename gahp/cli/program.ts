@@ -104,7 +104,7 @@ export async function runCommandLine(
     .command('doctor')
     .description('check the whole set-up (host, project, apps, uploads, HTCondor, BLAHP), one line per check with the fix for each problem')
     .option('--app <name...>', 'check these apps (default: those the account may submit to)')
-    .option('--blahp <libexec dir>', "check the BLAHP scripts there (default: blahp's libexec when present)")
+    .option('--blahp <libexec dir>', 'check the BLAHP scripts there (default: the folder HTCondor\'s blahpd runs them from)')
     .option('--json', 'the checks as JSON objects')
     .action(async (o: { app?: string[]; blahp?: string; json?: boolean }, cmd: Command) => {
       const { doctorCmd } = await import('./doctor/index.js');
@@ -184,8 +184,8 @@ export async function runCommandLine(
   // command is here so that --help shows it (and for global options written before it).
   program
     .command('blahp')
-    .description("install <libexec dir> [--force]: write the scripts boinc_*.sh into blahpd's libexec directory, so HTCondor 23+ and HTCondor-CE run jobs on BOINC with grid_resource = batch boinc (docs/blahp.md); blahpd runs the other actions through them")
-    .argument('<action>', 'install (the scripts run submit, status, cancel, ...)')
+    .description("install [<libexec dir>] [--force]: write the scripts boinc_*.sh where blahpd runs them (default: the folder HTCondor's blahpd uses, found with condor_config_val), so HTCondor 23+ and HTCondor-CE run jobs on BOINC with grid_resource = batch boinc (docs/blahp.md); uninstall [<libexec dir>]: remove them again; blahpd runs the other actions through them")
+    .argument('<action>', 'install or uninstall (the scripts run submit, status, cancel, ...)')
     .argument('[args...]', 'the action\'s arguments')
     .allowUnknownOption()
     .helpOption(false)

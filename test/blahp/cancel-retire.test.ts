@@ -2,8 +2,12 @@
  * condor_rm through blahpd (boinc_cancel.sh) of the last unfinished job of a batch closes
  * (retires) the BOINC batch in that call; cancelling a job while others of its batch are
  * unfinished does not. The background worker is stopped before each cancel, so what is
- * retired was retired by the cancel itself, not by a later status call's worker.
+ * retired was retired by the cancel itself, not by a later status call's worker. The
+ * BLAHP log (boinc_log) gets a line per cancel and is created group-writable, for every
+ * job owner's scripts (docs/blahp.md, "The log").
  */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { stopBlahpFetcher } from '../support/blahpd.js';
 import { jobDir, nameOf, blahpEnvForFile } from './support.js';
 
@@ -59,3 +63,11 @@ test('a batch stays open while a job is unfinished; cancelling its last one (aft
   await cancel(ids[2]!);
   expect(batchState(batch)).toBe(RETIRED);
 }, LONG);
+
+test('the log: each condor_rm has its line; the file was created group-writable (0660) under a umask that takes group write away', async () => {
+  expect(process.umask() & 0o020).toBe(0o020);
+  const logFile = path.join(env().dir, 'blahp.log');
+  const log = fs.readFileSync(logFile, 'utf8');
+  expect(log.match(/ INFO blahp cancel: blahp-uppercase-\S+: aborted on BOINC\n/g)).toHaveLength(3);
+  expect(fs.statSync(logFile).mode & 0o777).toBe(0o660);
+});

@@ -269,7 +269,7 @@ test('blahp: scripts installed and pointing here, blah.config with boinc and its
   const goodConfig = config('blah-good.config', 'condor,pbs,boinc');
   const noBoinc = config('blah-no-boinc.config', 'condor,pbs');
   const wrongAuth = config('blah-wrong-auth.config', 'boinc', file('auth-wrong-blah', '0123456789abcdef0123456789abcdef\n'));
-  // blahp's default place: $BLAHPD_LOCATION/libexec.
+  // blahpd's folder without HTCondor's answer: $BLAHPD_LOCATION/libexec when it has no blahp/.
   const home = path.join(dir, 'blahp-home');
   fs.mkdirSync(home);
   fs.symlinkSync(libexec, path.join(home, 'libexec'));
@@ -286,7 +286,7 @@ test('blahp: scripts installed and pointing here, blah.config with boinc and its
   expect(line(good, 'blah.config /')).toBe(`ok    blah.config ${goodConfig}: supported_lrms has boinc; boinc_project_url=${server.url}; boinc_authenticator_file=${authFile}`);
   expect(line(good, 'blah.config project')).toBe('ok    blah.config project: the same project URL and authenticator file as checked above');
   expect(byDefault.code).toBe(0);
-  expect(line(byDefault, 'blahp scripts')).toMatch(/^ok {4}blahp scripts in .*\/blahp-home\/libexec: /);
+  expect(line(byDefault, 'blahp scripts')).toMatch(/^ok {4}blahp scripts in .*\/blahp-home\/libexec \(blahpd's folder: \$BLAHPD_LOCATION \+ libexec, which has no blahp\/\): /);
 
   expect(missing.code).toBe(1);
   expect(line(missing, 'blahp scripts')).toBe(`FAIL  blahp scripts in ${broken}: boinc_status.sh missing  -> fix: run boinc-gahp blahp install ${broken}`);
@@ -299,6 +299,58 @@ test('blahp: scripts installed and pointing here, blah.config with boinc and its
   expect(line(other, 'blah.config: account')).toBe(`FAIL  blah.config: account: refused: bad authenticator  -> fix: put this project's authenticator for the account (its web site's account keys page) into ${dir}/auth-wrong-blah`);
   expect(line(other, 'blah.config: authenticator file')).toMatch(/^ok {4}blah\.config: authenticator file .*auth-wrong-blah: one line, mode 0600$/);
   expect(line(other, 'account')).toMatch(/^ok {4}account: accepted/);
+});
+
+/** Every file of a directory: name, mode and content (to compare a folder before and after). */
+function folderState(folder: string): string[] {
+  return fs.readdirSync(folder).sort().map((n) => {
+    const p = path.join(folder, n);
+    return `${n} ${(fs.statSync(p).mode & 0o7777).toString(8)} ${fs.readFileSync(p, 'utf8')}`;
+  });
+}
+
+test('blahp: the folder blahpd uses is asked of HTCondor (RELEASE_DIR): FAIL first while it lacks the scripts, whatever blahp\'s default folder holds; ok after `blahp install` with no directory; `blahp uninstall` leaves the folder as before', async () => {
+  // An HTCondor under a prefix: RELEASE_DIR/libexec/blahp holds blahp's own scripts.
+  const release = path.join(dir, 'condor-prefix');
+  const folder = path.join(release, 'libexec', 'blahp');
+  fs.mkdirSync(folder, { recursive: true });
+  fs.writeFileSync(path.join(folder, 'slurm_submit.sh'), '#!/bin/bash\n# blahp\'s own\n', { mode: 0o755 });
+  fs.writeFileSync(path.join(folder, 'blah_common_submit_functions.sh'), '# blahp\'s own\n', { mode: 0o644 });
+  const before = folderState(folder);
+  // blahp's default folder ($GLITE_LOCATION, else /usr, + libexec/blahp: where the packages put the scripts) has them.
+  const usr = path.join(dir, 'usr-stand-in');
+  fs.mkdirSync(path.join(usr, 'libexec'), { recursive: true });
+  await installedLibexec('usr-stand-in/libexec/blahp');
+  const condor = condorStandIn('condor-prefix-bin', { RELEASE_DIR: release });
+  const config = file('blah-prefix.config', `supported_lrms=boinc\nboinc_project_url=${server.url}\nboinc_authenticator_file=${authFile}\n`, 0o644);
+  const env = { PATH: condor, GLITE_LOCATION: usr, BLAHPD_CONFIG_LOCATION: config };
+  const what = `blahp scripts in ${folder} (blahpd's folder: RELEASE_DIR from condor_config_val + libexec/blahp)`;
+
+  const missing = await doctor([], { env });
+  expect(missing.code).toBe(1);
+  expect(missing.lines[0]).toBe(`FAIL  ${what}: boinc_submit.sh, boinc_status.sh, boinc_cancel.sh, boinc_hold.sh, boinc_resume.sh, boinc_ping.sh missing: ` +
+    'blahpd cannot run boinc_ping.sh, so HTCondor takes batch boinc for down (job.log: Detected Down Grid Resource) and its jobs stay idle; ' +
+    `${usr}/libexec/blahp has them, but this blahpd does not look there  -> fix: run boinc-gahp blahp install (it writes them into ${folder})`);
+  // --blahp names the folder to check; the same folder is found without it.
+  expect(line(await doctor(['--blahp', folder], { env }), 'blahp scripts')).toMatch(/^FAIL {2}blahp scripts in \S+: boinc_submit\.sh, .* missing: blahpd cannot run boinc_ping\.sh.*-> fix: run boinc-gahp blahp install \S+$/);
+
+  const installed = await runCli(['blahp', 'install'], { env });
+  expect(installed.code).toBe(0);
+  expect(installed.stdout.split('\n')[0]).toBe(`blahpd runs batch scripts from ${folder} (RELEASE_DIR from condor_config_val + libexec/blahp)`);
+  expect(installed.stdout).toContain(`wrote ${folder}/boinc_ping.sh\n`);
+  const ok = await doctor([], { env });
+  expect(ok.code).toBe(0);
+  expect(ok.lines[0]).toBe(`ok    ${what}: boinc_submit.sh, boinc_status.sh, boinc_cancel.sh, boinc_hold.sh, boinc_resume.sh, boinc_ping.sh installed, executable, run ${process.execPath} ${ENTRY}`);
+
+  const removed = await runCli(['blahp', 'uninstall'], { env });
+  expect(removed.code).toBe(0);
+  expect(removed.stdout).toContain(`removed ${folder}/boinc_submit.sh\n`);
+  expect(folderState(folder)).toEqual(before);
+  // A file of one of the names that install did not write stays.
+  fs.writeFileSync(path.join(folder, 'boinc_ping.sh'), '#!/bin/sh\necho mine\n', { mode: 0o755 });
+  const again = await runCli(['blahp', 'uninstall', folder]);
+  expect(again.stdout).toBe(`left ${folder}/boinc_ping.sh: not written by boinc-gahp\nno boinc_*.sh written by boinc-gahp in ${folder}\n`);
+  expect(fs.readFileSync(path.join(folder, 'boinc_ping.sh'), 'utf8')).toBe('#!/bin/sh\necho mine\n');
 });
 
 test('project over https: the certificate verified through NODE_EXTRA_CA_CERTS; refused when nothing trusts it', async () => {

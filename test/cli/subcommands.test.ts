@@ -46,7 +46,7 @@ test('--version, --help, usage errors', async () => {
     expect(h.stdout).toContain(word);
   }
   // Every command, blahp install with what it is for, and every exit status, as README says.
-  expect(h.stdout).toMatch(/\n {2}blahp .*install <libexec dir> \[--force\]/);
+  expect(h.stdout).toMatch(/\n {2}blahp .*install \[<libexec dir>\] \[--force\].*uninstall \[<libexec dir>\]/s);
   expect(h.stdout.replace(/\s+/g, ' ')).toContain('grid_resource = batch boinc');
   const readme = fs.readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
   const readmeCodes = [...readme.matchAll(/^\| (\d+) \|/gm)].map((m) => m[1]);

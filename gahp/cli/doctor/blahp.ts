@@ -1,49 +1,57 @@
 /**
- * Check family 6, the BLAHP route (`grid_resource = batch boinc`), with --blahp <libexec
- * dir> or blahp's default libexec when it exists: the boinc_*.sh scripts `boinc-gahp blahp
- * install` writes are there, executable and run this installation's node and program; and
- * blah.config has boinc in supported_lrms and the boinc_project_url /
- * boinc_authenticator_file keys (whose project then goes through checks 1-4: index.ts).
- * Everything is read as text; nothing is run.
+ * Check family 6, the BLAHP route (`grid_resource = batch boinc`), in the folder blahpd runs
+ * batch scripts from (gahp/blahp-location.ts asks HTCondor, as blahpd finds it), or --blahp
+ * <libexec dir>: the boinc_*.sh scripts `boinc-gahp blahp install` writes are there,
+ * executable and run this installation's node and program; and blah.config has boinc in
+ * supported_lrms and the boinc_project_url / boinc_authenticator_file keys (whose project
+ * then goes through checks 1-4: index.ts). Everything is read as text; nothing is run but
+ * condor_config_val.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { blahConfigLocation, parseBlahConfig } from '../../blahp/config.js';
-import { defaultEntry, MARKER, scriptText, SCRIPT_ACTIONS } from '../../blahp/install.js';
+import { blahpdHomeFromEnv, locateBlahpd } from '../../blahp-location.js';
+import { defaultEntry, MARKER, scriptText, SCRIPT_ACTIONS } from '../../blahp-scripts.js';
 import { samePath } from './condor.js';
 import type { DoctorTarget } from './context.js';
 import { printableUrl, type Report } from './report.js';
 
-/** Where HTCondor's blahp packages put their scripts. */
-const DEFAULT_LIBEXEC = '/usr/libexec/blahp';
-
 export interface BlahpSetup {
   libexec: string;
+  /** Why this folder: how blahpd finds it, or undefined for --blahp. */
+  libexecFrom?: string;
   configFile: string;
   /** blah.config's values, or the reason it could not be read. */
   config: Map<string, string> | { error: string };
+  /** blahp's default folder (where the packages put the scripts) when it holds them and blahpd looks elsewhere. */
+  otherCopy?: string;
 }
 
-/** The BLAHP set-up to check, or undefined when there is none (no --blahp, no default libexec). */
-export function findBlahp(env: NodeJS.ProcessEnv, given: string | undefined): BlahpSetup | undefined {
-  const configFile = blahConfigLocation(env);
-  let config: BlahpSetup['config'];
+const hasOurScript = (dir: string) => {
   try {
-    config = parseBlahConfig(fs.readFileSync(configFile, 'utf8'));
-  } catch (err) {
-    config = { error: (err as NodeJS.ErrnoException).code ?? (err as Error).message };
+    return fs.readFileSync(path.join(dir, 'boinc_submit.sh'), 'utf8').includes(MARKER);
+  } catch {
+    return false;
   }
-  let libexec = given;
-  if (!libexec) {
-    const fromConfig = config instanceof Map ? config.get('blah_libexec_directory') : undefined;
-    const candidate = env.BLAHPD_LOCATION ? path.join(env.BLAHPD_LOCATION, 'libexec') : fromConfig || DEFAULT_LIBEXEC;
-    if (!fs.existsSync(candidate)) return undefined;
-    libexec = candidate;
-  }
-  return { libexec: path.resolve(libexec), configFile, config };
-}
+};
 
-const supportedLrms = (s: BlahpSetup) => (s.config instanceof Map ? (s.config.get('supported_lrms') ?? '').split(/[\s,]+/).filter(Boolean) : []);
+const supportedLrms = (s: Pick<BlahpSetup, 'config'>) => (s.config instanceof Map ? (s.config.get('supported_lrms') ?? '').split(/[\s,]+/).filter(Boolean) : []);
+
+/**
+ * The BLAHP set-up to check, or undefined when nothing says it is wanted: without --blahp,
+ * it is when blah.config names boinc, or boinc_*.sh are in blahpd's folder or in blahp's
+ * default one (the packages' /usr/libexec/blahp).
+ */
+export async function findBlahp(env: NodeJS.ProcessEnv, given: string | undefined): Promise<BlahpSetup | undefined> {
+  const where = await locateBlahpd(env);
+  const base = { configFile: where.config.file, config: where.values };
+  if (given) return { ...base, libexec: path.resolve(given) };
+  const defaultFolder = path.join(blahpdHomeFromEnv({ GLITE_LOCATION: env.GLITE_LOCATION }).home, 'libexec', 'blahp');
+  const otherCopy = !samePath(defaultFolder, where.libexec) && hasOurScript(defaultFolder) ? defaultFolder : undefined;
+  const named = supportedLrms(base).includes('boinc') || (base.config instanceof Map && base.config.has('boinc_project_url'));
+  const present = SCRIPT_ACTIONS.some((a) => fs.existsSync(path.join(where.libexec, `boinc_${a}.sh`)));
+  if (!named && !present && !otherCopy) return undefined;
+  return { ...base, libexec: where.libexec, libexecFrom: where.libexecFrom, ...(otherCopy ? { otherCopy } : {}) };
+}
 
 /** The BLAHP route is configured: our submit script is installed, or blah.config lists boinc. */
 export function blahpRouteConfigured(s: BlahpSetup | undefined): boolean {
@@ -61,7 +69,8 @@ function execLine(text: string): { node: string; entry: string } | undefined {
 export function checkBlahpScripts(report: Report, s: BlahpSetup): void {
   const node = process.execPath;
   const entry = defaultEntry();
-  const install = `boinc-gahp blahp install ${s.libexec}`;
+  // Without --blahp the folder is blahpd's, where `blahp install` with no directory writes.
+  const install = s.libexecFrom === undefined ? `boinc-gahp blahp install ${s.libexec}` : 'boinc-gahp blahp install';
   const missing: string[] = [];
   const foreign: string[] = [];
   const notExecutable: string[] = [];
@@ -86,8 +95,13 @@ export function checkBlahpScripts(report: Report, s: BlahpSetup): void {
     else if (!samePath(runs.node, node) || !samePath(runs.entry, entry)) stale.push(`${name} runs ${runs.node} ${runs.entry}`);
     if ((mode & 0o111) === 0) notExecutable.push(name);
   }
-  const what = `blahp scripts in ${s.libexec}`;
-  if (missing.length) report.fail('blahp', what, `${missing.join(', ')} missing`, `run ${install}`);
+  const what = `blahp scripts in ${s.libexec}${s.libexecFrom ? ` (blahpd's folder: ${s.libexecFrom})` : ''}`;
+  if (missing.length) {
+    // What the user sees of it is only an idle job and "Detected Down Grid Resource" in job.log.
+    const down = missing.includes('boinc_ping.sh') ? ': blahpd cannot run boinc_ping.sh, so HTCondor takes batch boinc for down (job.log: Detected Down Grid Resource) and its jobs stay idle' : '';
+    const elsewhere = s.otherCopy ? `; ${s.otherCopy} has them, but this blahpd does not look there` : '';
+    report.fail('blahp', what, `${missing.join(', ')} missing${down}${elsewhere}`, `run ${install}${s.libexecFrom ? ` (it writes them into ${s.libexec})` : ''}`);
+  }
   if (foreign.length) report.fail('blahp', what, `${foreign.join(', ')} not written by boinc-gahp`, `run ${install} --force (it replaces them)`);
   if (stale.length) report.fail('blahp', what, `${stale.join('; ')}: not this installation's ${node} ${entry}`, `run ${install} again from this installation`);
   if (outdated.length) report.fail('blahp', what, `${outdated.join(', ')} differ from what this boinc-gahp writes (edited, or an older version)`, `run ${install} again`);

@@ -4,46 +4,14 @@
  * `batch boinc`, is used) and GRIDMANAGER_GAHP_CALL_TIMEOUT against --command-timeout.
  * condor_config_val runs with an argument list, no shell.
  */
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { defaultEntry } from '../../blahp/install.js';
+import { condorConfigValue as configValue, onPath } from '../../blahp-location.js';
+import { defaultEntry } from '../../blahp-scripts.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../run-gahp.js';
 import type { DoctorContext } from './context.js';
 
 /** HTCondor's default for GRIDMANAGER_GAHP_CALL_TIMEOUT, in seconds. */
 const GAHP_CALL_TIMEOUT_DEFAULT = 300;
-
-/** An executable file named `name` in one of PATH's directories. */
-export function onPath(name: string, env: NodeJS.ProcessEnv): string | undefined {
-  for (const dir of (env.PATH ?? '').split(path.delimiter)) {
-    if (!dir) continue;
-    const p = path.join(dir, name);
-    try {
-      if (fs.statSync(p).isFile()) {
-        fs.accessSync(p, fs.constants.X_OK);
-        return p;
-      }
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
-
-/** A configuration value, or undefined when HTCondor says it is not defined. */
-function configValue(tool: string, name: string, env: NodeJS.ProcessEnv): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    const child = spawn(tool, [name], { env, timeout: 20_000, stdio: ['ignore', 'pipe', 'ignore'] });
-    let stdout = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.on('error', () => resolve(undefined));
-    child.on('close', (code) => {
-      const value = stdout.trim();
-      resolve(code !== 0 || value === '' ? undefined : value);
-    });
-  });
-}
 
 /** Two paths name the same file once links are resolved (false when either is missing). */
 export function samePath(a: string, b: string): boolean {

@@ -1,7 +1,8 @@
 /**
  * `boinc-gahp doctor [--app <name>...] [--blahp <libexec dir>] [--json]`: checks a whole
- * set-up, in order, one line per check (report.ts): the host, the project, its apps,
- * uploads, HTCondor, the BLAHP route. Exit 0 when nothing failed, 1 otherwise.
+ * set-up, in order, one line per check (report.ts): the BLAHP scripts where blahpd looks
+ * (when that route is set up), the host, the project, its apps, uploads, HTCondor,
+ * blah.config. Exit 0 when nothing failed, 1 otherwise.
  * Read-only on the host (one temporary file for the upload check, removed); on the project
  * one small file is left (uploads.ts). The authenticator is read, used, never printed.
  */
@@ -54,13 +55,15 @@ const sameTarget = (a: DoctorTarget, b: DoctorTarget) =>
 export async function doctorCmd(g: GlobalOptions, o: DoctorOptions): Promise<number> {
   const report = new Report(o.json ? undefined : (line) => process.stdout.write(line + '\n'));
   const ctx: DoctorContext = { g, report, apps: o.app ?? [], timeoutMs: (g.rpcTimeout ?? DEFAULT_TIMEOUT_S) * 1000, env: process.env };
-  const blahp = findBlahp(ctx.env, o.blahp);
+  const blahp = await findBlahp(ctx.env, o.blahp);
   const options: DoctorTarget = {
     ...(g.projectUrl ? { url: g.projectUrl } : {}),
     ...(g.authenticatorFile ? { authenticatorFile: path.resolve(g.authenticatorFile) } : {}),
     urlSetting: '--project-url (or BOINC_GAHP_PROJECT_URL)',
     authSetting: '--authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE)',
   };
+  // First: scripts missing where blahpd looks leave batch boinc "down" with nothing else to show for it.
+  if (blahp) checkBlahpScripts(report, blahp);
   checkNodeVersion(report);
   // Quietly read first: with no project on the command line, blah.config's is the one.
   const blahTarget = blahp ? checkBlahConfig(new Report(), blahp) : undefined;
@@ -68,7 +71,6 @@ export async function doctorCmd(g: GlobalOptions, o: DoctorOptions): Promise<num
   await projectRound(ctx, report, first);
   await checkHtcondor(ctx, blahpRouteConfigured(blahp));
   if (blahp) {
-    checkBlahpScripts(report, blahp);
     const target = checkBlahConfig(report, blahp);
     if (target && target !== first) {
       if (sameTarget(target, first)) report.ok('blahp', 'blah.config project', 'the same project URL and authenticator file as checked above');
