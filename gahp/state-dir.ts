@@ -20,6 +20,7 @@ import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { DirError, errnoText, makeDirs } from './dirs.js';
 
 export interface StateDirChoice {
   /** The directory to use; undefined: keep the state in memory. */
@@ -35,7 +36,7 @@ export function fallbackStateDir(): string {
 
 /** Picks the state directory (steps 1 to 3 above). Never throws. */
 export function chooseStateDir(configured: string): StateDirChoice {
-  const why = unusable(configured);
+  const why = unusableStateDir(configured);
   if (why === undefined) return { dir: configured };
   const fallback = fallbackStateDir();
   const whyNot = privateDirProblem(fallback);
@@ -43,7 +44,7 @@ export function chooseStateDir(configured: string): StateDirChoice {
     return {
       dir: fallback,
       notice:
-        `state directory ${configured} cannot be used (${why}); using ${fallback} instead. ` +
+        `state directory ${configured} cannot be used: ${why}; using ${fallback} instead. ` +
         'What is lost: that directory is under the system temp dir, so the record of submitted batches ' +
         'and the hash cache may not survive a reboot or a clean-up of the temp dir',
     };
@@ -51,20 +52,23 @@ export function chooseStateDir(configured: string): StateDirChoice {
   return {
     dir: undefined,
     notice:
-      `state directory ${configured} cannot be used (${why}), nor ${fallback} (${whyNot}); ` +
+      `state directory ${configured} cannot be used: ${why}; nor can ${fallback}: ${whyNot}; ` +
       'the state is kept in memory: the record of submitted batches (safe repeats of BOINC_SUBMIT after ' +
       'a crash) and the hash cache last only until this GAHP exits',
   };
 }
 
-/** Why a directory cannot hold state (made if missing, a file written in it), or undefined. */
-function unusable(dir: string): string | undefined {
+/**
+ * Why a directory cannot hold state (made if missing, level by level: gahp/dirs.ts; a file
+ * written in it), or undefined: one step and its errno, e.g. `mkdir /proc/nope: ENOENT (...)`.
+ */
+export function unusableStateDir(dir: string): string | undefined {
   try {
-    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    makeDirs(dir, 'the state directory');
     probeWrite(dir);
     return undefined;
   } catch (err) {
-    return describe(err);
+    return err instanceof DirError ? err.detail : `a file cannot be written in it: ${errnoText(err)}`;
   }
 }
 
@@ -89,12 +93,12 @@ function privateDirProblem(dir: string): string | undefined {
     probeWrite(dir);
     return undefined;
   } catch (err) {
-    return describe(err);
+    return errnoText(err);
   }
 }
 
 /** Creates, writes and removes a small file: what the stores will do, tried once. */
-function probeWrite(dir: string): void {
+export function probeWrite(dir: string): void {
   const probe = path.join(dir, `.probe.${process.pid}.${randomBytes(4).toString('hex')}`);
   const fd = fs.openSync(probe, 'wx', 0o600);
   try {
@@ -103,10 +107,6 @@ function probeWrite(dir: string): void {
     fs.closeSync(fd);
     fs.rmSync(probe, { force: true });
   }
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /**
@@ -118,7 +118,7 @@ export class StateDirError extends Error {
   readonly code: string | undefined;
   constructor(readonly dir: string, cause: unknown) {
     const code = (cause as NodeJS.ErrnoException)?.code;
-    super(`cannot write the state directory ${dir}${code ? ` (${code})` : ''}: ${describe(cause)}`);
+    super(`cannot write the state directory ${dir}${code ? ` (${code})` : ''}: ${cause instanceof Error ? cause.message : String(cause)}`);
     this.code = code;
   }
 }

@@ -17,6 +17,7 @@ import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
+import { makeDirs } from './dirs.js';
 import { pidAlive, sleep } from './util.js';
 
 /**
@@ -197,7 +198,7 @@ export async function withLockFile<T>(lockFile: string, fn: () => Promise<T> | T
  * polls with timers).
  */
 export function tryLockFile(lockFile: string): boolean {
-  fs.mkdirSync(path.dirname(lockFile), { recursive: true, mode: 0o700 });
+  makeDirs(path.dirname(lockFile), `the directory of the lock file ${path.basename(lockFile)}`);
   if (linkLock(lockFile)) return true;
   const holder = readHolder(lockFile);
   if (holder === 'gone') return linkLock(lockFile);

@@ -20,6 +20,7 @@ import { cancelledFile } from './records.js';
 import { statusLines } from './status.js';
 import { writeJsonAtomic } from './state.js';
 import { errorMessage } from '../util.js';
+import { makeDirs } from '../dirs.js';
 
 const USAGE = 'usage: boinc-gahp blahp <submit|status|cancel|hold|resume|ping|fetch> ... | boinc-gahp blahp install [<libexec dir>] [--force] | boinc-gahp blahp uninstall [<libexec dir>]';
 
@@ -62,7 +63,15 @@ export async function blahpMain(args: readonly string[]): Promise<number> {
 }
 
 async function withContext<T>(fn: (ctx: BlahpContext) => Promise<T>, needProject = true): Promise<T> {
-  const ctx = openContext(loadConfig(process.env, needProject));
+  const cfg = loadConfig(process.env, needProject);
+  // The BLAHP's own files have no fallback (docs/storage.md, "Making directories"): a state
+  // directory that cannot be made is a configuration error, said before anything is sent.
+  try {
+    makeDirs(cfg.paths.root, 'the BLAHP state directory');
+  } catch (err) {
+    throw new BlahpConfigError(`${errorMessage(err)}; set boinc_state_dir in blah.config to a directory this user can create and write`);
+  }
+  const ctx = openContext(cfg);
   try {
     return await fn(ctx);
   } finally {

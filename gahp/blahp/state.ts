@@ -8,6 +8,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { makeDirs } from '../dirs.js';
 import { replaceFileSync } from '../state-files.js';
 
 export interface BlahpPaths {
@@ -38,7 +39,7 @@ export function blahpPaths(stateDir: string): BlahpPaths {
 }
 
 export function ensureDir(dir: string): void {
-  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  makeDirs(dir, 'the BLAHP state directory');
 }
 
 /** Writes data to path complete or not at all (state-files' replaceFileSync). */

@@ -13,6 +13,7 @@ import type { AsyncCommand, Command } from '../protocol/commands.js';
 import { GahpClient } from './gahp-client.js';
 import type { GahpRunOptions } from './run-gahp.js';
 import { GAHP_VERSION } from '../version.js';
+import { makeDirs } from '../dirs.js';
 import { replaceFileSync } from '../state-files.js';
 
 /** Help for the protocol's own commands (the BOINC_* ones come from their Command objects). */
@@ -228,7 +229,7 @@ function keepHistory(rl: readline.Interface, historyFile: string | undefined): v
     if (h[0] !== undefined && historySafe(h[0]) !== h[0]) h[0] = historySafe(h[0]);
     if (historyFile) {
       try {
-        fs.mkdirSync(path.dirname(historyFile), { recursive: true, mode: 0o700 });
+        makeDirs(path.dirname(historyFile), 'the directory of the history file');
         // Replaced whole (state-files.ts): a crash mid-write never leaves a torn history.
         replaceFileSync(historyFile, [...h].reverse().join('\n') + '\n');
       } catch {

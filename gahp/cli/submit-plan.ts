@@ -12,6 +12,7 @@ import * as path from 'node:path';
 import { parseSubmitDescription, SubmitFileError, type SubmitDescription, type SubmitProc } from './submit-file.js';
 import type { GlobalOptions } from './options.js';
 import { defaultStateDir, UsageError } from '../settings.js';
+import { unusableStateDir } from '../state-dir.js';
 import { projectFrom } from './subcommands.js';
 import { SubmitStore, type SubmitRecord } from './submit-state.js';
 
@@ -76,6 +77,12 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean)
   }
   const key = createHash('sha256').update(abs).update('\0').update(text).digest('hex').slice(0, 32);
   const store = new SubmitStore(stateDir);
+  // submit's own records have no fallback (docs/storage.md, "Making directories"): they are
+  // what makes a re-run resume, so an unusable state directory is a configuration error.
+  const why = unusableStateDir(store.dir);
+  if (why !== undefined) {
+    throw new UsageError(`the state directory ${stateDir} cannot be used: ${why}; give --state-dir (or BOINC_GAHP_STATE_DIR) a directory this user can create and write`);
+  }
   const known = fresh ? undefined : store.get(key);
   // Parse with the cluster id this file has (or would get) before taking one for good:
   // a broken file must not use up cluster ids.

@@ -10,6 +10,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { makeDirs } from '../dirs.js';
 import { LockHeldError, replaceFile, withLockFile } from '../state-files.js';
 
 export interface SubmitRecord {
@@ -42,12 +43,17 @@ export class SubmitStore {
     this.state = this.load();
   }
 
+  /** Where this store's files are: `<state dir>/submit`. */
+  get dir(): string {
+    return path.join(this.stateDir, 'submit');
+  }
+
   private get file(): string {
-    return path.join(this.stateDir, 'submit', 'clusters.json');
+    return path.join(this.dir, 'clusters.json');
   }
 
   private get lockFile(): string {
-    return path.join(this.stateDir, 'submit', 'lock');
+    return path.join(this.dir, 'lock');
   }
 
   /** The record of a submit file (by key), as last loaded. */
@@ -100,7 +106,7 @@ export class SubmitStore {
     onDisk.nextCluster = Math.max(onDisk.nextCluster, this.state.nextCluster);
     onDisk.lastCreatedAt = Math.max(onDisk.lastCreatedAt, this.state.lastCreatedAt);
     this.state = onDisk;
-    await fs.promises.mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
+    makeDirs(this.dir, 'the submit state directory');
     await replaceFile(this.file, JSON.stringify(onDisk, null, 1));
   }
 

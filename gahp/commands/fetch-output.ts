@@ -49,7 +49,8 @@ import type { AppTemplates, BoincRpc, CompletedJob } from '../../boinc-rpc/types
 import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
 import type { ProjectBinding } from '../session.js';
 import { errorMessage } from '../util.js';
-import { ensureDirInside, isSafeRelativePath, resolveUnder, Staging, sweepStaleTemps } from '../output/staging.js';
+import { makeDirsInside } from '../dirs.js';
+import { isSafeRelativePath, resolveUnder, Staging, sweepStaleTemps } from '../output/staging.js';
 import { stageStderrAppend, withPathLock } from '../output/stderr.js';
 import { appStderr } from '../output/stderr-text.js';
 import { StderrAppendOnce } from '../output/stderr-once.js';
@@ -230,7 +231,7 @@ async function checkDefaultDest(req: FetchOutputRequest, name: string, dest: str
   if (dest !== path.join(req.iwd, name)) return;
   if (!isSafeRelativePath(name)) throw new Error(`the server names an output file ${JSON.stringify(name)} that would land outside the job's directory`);
   const dir = path.posix.dirname(name);
-  if (dir !== '.') await ensureDirInside(req.iwd, dir);
+  if (dir !== '.') makeDirsInside(req.iwd, dir, 'the output directory');
 }
 
 async function stageOutputs(rpc: BoincRpc, req: FetchOutputRequest, templates: AppTemplates, staging: Staging, signal: AbortSignal): Promise<void> {
@@ -265,7 +266,7 @@ async function stageOutputs(rpc: BoincRpc, req: FetchOutputRequest, templates: A
     if (fsInfo && need > fsInfo.bavail * fsInfo.bsize) {
       throw new Error(`the zip output of job ${req.jobName} unpacks to ${need} bytes; only ${fsInfo.bavail * fsInfo.bsize} bytes are free under ${req.iwd}`);
     }
-    if (req.mode === 'ALL') for (const d of zip.dirs) await ensureDirInside(req.iwd, d);
+    if (req.mode === 'ALL') for (const d of zip.dirs) makeDirsInside(req.iwd, d, 'the output directory');
     for (const [name, dests] of wanted) {
       let first: string;
       if (name === zipName && !zip.has(name)) {

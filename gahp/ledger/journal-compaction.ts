@@ -23,6 +23,7 @@
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
+import { makeDirs } from '../dirs.js';
 import { replaceFile, withLockFile } from '../state-files.js';
 import { pidAlive, yieldNow } from '../util.js';
 import { JournalState } from './journal-state.js';
@@ -49,7 +50,7 @@ export class JournalWriters {
   /** Registers this process (removing entries of dead ones), under the lock. */
   async register(): Promise<void> {
     await this.withLock(async () => {
-      await fsp.mkdir(this.dir, { recursive: true, mode: 0o700 });
+      makeDirs(this.dir, "the ledger's writers directory");
       // <pid>.<random>: two ledgers open in one process (tests, tools) are two writers.
       const file = path.join(this.dir, `${process.pid}.${randomBytes(4).toString('hex')}`);
       await fsp.writeFile(file, `${Date.now()}\n`, { mode: 0o600 });

@@ -34,6 +34,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
+import { makeDirs } from '../dirs.js';
 import { writeAllSync } from '../state-files.js';
 import { StateDirError } from '../state-dir.js';
 import { compactJournal, JournalWriters } from './journal-compaction.js';
@@ -114,7 +115,7 @@ export class JournalLedger implements Ledger {
    * waits for them.
    */
   static open(stateDir: string, opts: JournalLedgerOptions = {}): JournalLedger {
-    fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    makeDirs(stateDir, 'the state directory');
     const ledger = new JournalLedger(path.join(stateDir, LEDGER_FILE), new JournalWriters(stateDir), opts);
     const { lines, bytes } = ledger.replayFile();
     ledger.journalBytes = ledger.baseBytes = bytes;

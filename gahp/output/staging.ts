@@ -99,34 +99,6 @@ export class Staging {
 }
 
 /**
- * Creates directory `rel` (a safe relative path) under root, one component at a time,
- * refusing to pass through a symbolic link or a non-directory, so that a name taken from
- * the server cannot lead a write outside root. Returns the absolute directory path.
- */
-export async function ensureDirInside(root: string, rel: string): Promise<string> {
-  let dir = root;
-  for (const part of rel.split('/')) {
-    if (part === '' || part === '.') continue;
-    dir = path.join(dir, part);
-    let st;
-    try {
-      st = await fsp.lstat(dir);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      try {
-        await fsp.mkdir(dir, { mode: 0o755 });
-      } catch (err2) {
-        if ((err2 as NodeJS.ErrnoException).code !== 'EEXIST') throw err2;
-      }
-      st = await fsp.lstat(dir);
-    }
-    if (st.isSymbolicLink()) throw new Error(`${dir} is a symbolic link: refusing to write through it`);
-    if (!st.isDirectory()) throw new Error(`${dir} is not a directory`);
-  }
-  return dir;
-}
-
-/**
  * Removes temp files that a killed GAHP left beside these destinations (ours, and the RPC
  * client's temp files beside ours), when the process that made them is gone. Best effort.
  */

@@ -17,6 +17,7 @@
 import { createHash } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
+import { makeDirs } from '../dirs.js';
 import { isStaleTemp, replaceFile } from '../state-files.js';
 
 /** Records older than this are removed (once per process): no fetch is repeated that late. */
@@ -70,7 +71,7 @@ export class StderrAppendOnce {
       return;
     }
     try {
-      await fsp.mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
+      makeDirs(path.dirname(this.file), 'the directory of stderr append records');
       await replaceFile(this.file, JSON.stringify(rec));
     } catch (err) {
       this.warn(`stderr of ${this.job} appended to ${this.dest}, but its record in ${path.dirname(this.file)} could not be written ` +

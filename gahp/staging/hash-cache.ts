@@ -34,6 +34,7 @@ import { promisify } from 'node:util';
 import { createHash } from 'node:crypto';
 import type { FileKey } from './hash-types.js';
 import { isRacy } from './hash-key.js';
+import { makeDirs } from '../dirs.js';
 import { replaceFile, replaceFileSync } from '../state-files.js';
 import { yieldNow } from '../util.js';
 
@@ -85,7 +86,7 @@ export class HashCache {
   static open(stateDir: string, log?: (line: string) => void): HashCache {
     const cache = new HashCache(path.join(stateDir, HASH_CACHE_FILE));
     try {
-      fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+      makeDirs(stateDir, 'the state directory');
       removeOldFormats(stateDir, log);
       cache.reopen();
       if (cache.lines > 100_000 && cache.lines > 3 * cache.entries.size) cache.compact();
@@ -107,7 +108,7 @@ export class HashCache {
     if (stateDir === undefined) return new HashCache('');
     const cache = new HashCache(path.join(stateDir, HASH_CACHE_FILE));
     try {
-      await fsp.mkdir(stateDir, { recursive: true, mode: 0o700 });
+      makeDirs(stateDir, 'the state directory');
       removeOldFormats(stateDir, log);
       await cache.reopenAsync();
       if (cache.lines > 100_000 && cache.lines > 3 * cache.entries.size) await cache.compactAsync();

@@ -13,6 +13,8 @@ export interface CliOptions {
   env?: NodeJS.ProcessEnv;
   timeoutMs?: number;
   bin?: string;
+  /** Written to the child's stdin, which is then closed (else stdin is /dev/null). */
+  input?: string;
 }
 
 /** A started command: its output so far, a wait for some of it, and its end. */
@@ -36,7 +38,8 @@ export function cliEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 /** Starts `command args` (default: node bin/boinc-gahp args). */
 export function startCli(args: string[], opts: CliOptions & { command?: string } = {}): StartedCli {
   const [command, argv] = opts.command ? [opts.command, args] : [process.execPath, [opts.bin ?? GAHP_BIN, ...args]];
-  const child = spawn(command, argv, { cwd: opts.cwd, env: cliEnv(opts.env), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(command, argv, { cwd: opts.cwd, env: cliEnv(opts.env), stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+  child.stdin?.on('error', () => undefined).end(opts.input);
   let stdout = '';
   let stderr = '';
   let closed = false;
@@ -47,13 +50,13 @@ export function startCli(args: string[], opts: CliOptions & { command?: string }
     now.forEach((w) => w());
   };
   // Decoded as streams: a character split across two reads stays whole.
-  child.stdout.setEncoding('utf8');
-  child.stderr.setEncoding('utf8');
-  child.stdout.on('data', (d: string) => {
+  child.stdout!.setEncoding('utf8');
+  child.stderr!.setEncoding('utf8');
+  child.stdout!.on('data', (d: string) => {
     stdout += d;
     wrote();
   });
-  child.stderr.on('data', (d: string) => {
+  child.stderr!.on('data', (d: string) => {
     stderr += d;
     wrote();
   });

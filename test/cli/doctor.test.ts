@@ -96,7 +96,7 @@ test('host: node, state directory, authenticator file, proxy and trust; a state 
 
   expect(broken.code).toBe(1);
   expect(line(broken, 'state directory')).toBe(`FAIL  state directory ${underFile}: cannot be created: ${authFile} is a file, not a directory (from --state-dir / BOINC_GAHP_STATE_DIR)` +
-    `  -> fix: give --state-dir (or BOINC_GAHP_STATE_DIR) a directory this user can create or write, e.g. ~/.local/state/boinc-gahp (meanwhile the GAHP falls back to ${path.join(os.tmpdir(), `boinc-gahp-${process.getuid!()}`)}, which the temp dir's cleaning empties)`);
+    `  -> fix: give --state-dir (or BOINC_GAHP_STATE_DIR) a directory this user can create or write, e.g. ~/.local/state/boinc-gahp (meanwhile the GAHP falls back to ${path.join(os.tmpdir(), `boinc-gahp-${process.getuid!()}`)}, which the temp dir's cleaning empties, and submit and the BLAHP scripts stop with this error)`);
   expect(line(broken, 'authenticator file')).toBe(`warn  authenticator file ${open}: one line, mode 0644: readable by group and other users, who could submit as this account  -> fix: chmod 600 ${open}`);
 
   expect(missing.code).toBe(1);

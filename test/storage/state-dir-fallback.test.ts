@@ -89,7 +89,7 @@ async function expectFallbackUsed(stateDir: string, why: RegExp): Promise<void> 
   const fallback = fallbackDir();
   const [warning, ...more] = warnings(gahp);
   expect(more).toEqual([]);
-  expect(warning).toContain(`state directory ${stateDir} cannot be used (`);
+  expect(warning).toContain(`state directory ${stateDir} cannot be used: `);
   expect(warning).toMatch(why);
   expect(warning).toContain(`using ${fallback} instead`);
   expect(warning).toMatch(/may not survive a reboot/);
@@ -104,8 +104,8 @@ async function expectMemoryUsed(stateDir: string, whyNot: RegExp, untouched: str
   await everyCommandWorks(gahp, 'b');
   const [warning, ...more] = warnings(gahp);
   expect(more).toEqual([]);
-  expect(warning).toContain(`state directory ${stateDir} cannot be used (`);
-  expect(warning).toContain(`nor ${fallbackDir()} (`);
+  expect(warning).toContain(`state directory ${stateDir} cannot be used: `);
+  expect(warning).toContain(`; nor can ${fallbackDir()}: `);
   expect(warning).toMatch(whyNot);
   expect(warning).toMatch(/kept in memory.*until this GAHP exits/);
   expect(fs.readdirSync(untouched)).toEqual([]);

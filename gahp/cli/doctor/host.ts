@@ -1,11 +1,13 @@
 /**
  * Check family 1, the host: node's version, the state directory, the authenticator file
- * (and, in network.ts, the proxy and trust sources). Read-only: nothing is created, and the
- * authenticator is read but never printed.
+ * (and, in network.ts, the proxy and trust sources). Nothing is left behind (the state
+ * directory's probe removes what it makes), and the authenticator is read but never printed.
  */
+import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { fallbackStateDir } from '../../state-dir.js';
+import { errnoText, nearestExisting } from '../../dirs.js';
+import { fallbackStateDir, probeWrite } from '../../state-dir.js';
 import { defaultStateDir } from '../../settings.js';
 import type { DoctorContext, DoctorTarget } from './context.js';
 import { reason, type Report } from './report.js';
@@ -19,23 +21,6 @@ export function checkNodeVersion(report: Report): void {
   const what = 'node version';
   if (major >= MIN_NODE_MAJOR) report.ok('host', what, `${process.version} (${process.execPath})`);
   else report.fail('host', what, `${process.version} (${process.execPath}); boinc-gahp needs ${MIN_NODE_MAJOR} or later`, `install Node.js ${MIN_NODE_MAJOR} or later and run boinc-gahp with it`);
-}
-
-/** The nearest existing path at or above `p`, and the first missing component below it. */
-function nearestExisting(p: string): { existing: string; stat: fs.Stats } | { error: NodeJS.ErrnoException; at: string } {
-  let at = p;
-  for (;;) {
-    try {
-      return { existing: at, stat: fs.statSync(at) };
-    } catch (err) {
-      const e = err as NodeJS.ErrnoException;
-      // ENOTDIR: a component above is a file; the walk up finds it.
-      if (e.code !== 'ENOENT' && e.code !== 'ENOTDIR') return { error: e, at };
-      const up = path.dirname(at);
-      if (up === at) return { error: e, at };
-      at = up;
-    }
-  }
 }
 
 function freeSpace(dir: string): string {
@@ -66,11 +51,12 @@ export function checkStateDir(ctx: DoctorContext, report: Report, target: Doctor
   const source = target.stateDir !== undefined ? 'boinc_state_dir' : given !== undefined ? '--state-dir / BOINC_GAHP_STATE_DIR' : 'the default ($XDG_STATE_HOME/boinc-gahp)';
   const what = `state directory ${dir}`;
   const setting = target.stateDir !== undefined ? target.authSetting.replace('boinc_authenticator_file', 'boinc_state_dir') : '--state-dir (or BOINC_GAHP_STATE_DIR)';
-  // The GAHP would still start (gahp/state-dir.ts), but its ledger would not last: say so.
-  const fix = `give ${setting} a directory this user can create or write, e.g. ~/.local/state/boinc-gahp (meanwhile the GAHP falls back to ${fallbackStateDir()}, which the temp dir's cleaning empties)`;
+  // The GAHP would still start (gahp/state-dir.ts), but its ledger would not last; submit
+  // and the BLAHP scripts stop (docs/storage.md, "Making directories"): say so.
+  const fix = `give ${setting} a directory this user can create or write, e.g. ~/.local/state/boinc-gahp (meanwhile the GAHP falls back to ${fallbackStateDir()}, which the temp dir's cleaning empties, and submit and the BLAHP scripts stop with this error)`;
   const near = nearestExisting(dir);
   if ('error' in near) {
-    report.fail('host', what, `cannot be used: ${near.at}: ${near.error.code ?? near.error.message} (from ${source})`, fix);
+    report.fail('host', what, `cannot be used: ${near.at}: ${errnoText(near.error)} (from ${source})`, fix);
     return;
   }
   const { existing, stat } = near;
@@ -79,10 +65,14 @@ export function checkStateDir(ctx: DoctorContext, report: Report, target: Doctor
     report.fail('host', what, `${found} (from ${source})`, fix);
     return;
   }
+  // Tried, not guessed from modes (root may write where nothing can be made: /proc, /sys,
+  // a read-only mount): what the GAHP does first, a file written in the directory or a
+  // directory made in the nearest existing one, then removed.
   try {
-    fs.accessSync(existing, fs.constants.W_OK | fs.constants.X_OK);
-  } catch {
-    const found = existing === dir ? 'is not writable by this user' : `does not exist and cannot be created: ${existing} is not writable by this user`;
+    if (existing === dir) probeWrite(dir);
+    else probeMkdir(existing);
+  } catch (err) {
+    const found = existing === dir ? `a file cannot be written in it: ${errnoText(err)}` : `cannot be created: a directory cannot be made in ${existing}: ${errnoText(err)}`;
     report.fail('host', what, `${found} (from ${source})`, fix);
     return;
   }
@@ -93,6 +83,13 @@ export function checkStateDir(ctx: DoctorContext, report: Report, target: Doctor
   } else {
     report.ok('host', what, `${state}; ${freeSpace(existing)} (from ${source})`);
   }
+}
+
+/** Makes and removes a directory of a name of its own in `parent`. */
+function probeMkdir(parent: string): void {
+  const probe = path.join(parent, `.boinc-gahp-doctor.${process.pid}.${randomBytes(4).toString('hex')}`);
+  fs.mkdirSync(probe, { mode: 0o700 });
+  fs.rmdirSync(probe);
 }
 
 /**
