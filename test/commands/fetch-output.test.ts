@@ -222,6 +222,22 @@ describe('BOINC_FETCH_OUTPUT', () => {
   });
 
   test.each([
+    ['a symbolic link to a directory outside', (iwd: string, outside: string) => fs.symlinkSync(outside, path.join(iwd, 'sub')), 'a symbolic link: refusing to write through it'],
+    ['a regular file', (iwd: string) => fs.writeFileSync(path.join(iwd, 'sub'), ''), 'ENOTDIR (not a directory)'],
+  ])("zip with nested directories, the iwd's sub being %s: one error naming that level, nothing written", async (_what, plant, found) => {
+    const parent = newIwd();
+    const iwd = path.join(parent, 'iwd');
+    const outside = path.join(parent, 'outside');
+    fs.mkdirSync(iwd);
+    fs.mkdirSync(outside);
+    plant(iwd, outside);
+    const r = await env.gahp.call(`BOINC_FETCH_OUTPUT ${esc(jobName(batch + 'b', 4))} ${esc(iwd)} /dev/null ALL 0`);
+    expect(r).toEqual([`cannot create the output directory ${iwd}/sub/dir: ${iwd}/sub: ${found}`]);
+    expect(listTree(outside)).toEqual([]);
+    expect(listTree(iwd)).toEqual(['sub']);
+  });
+
+  test.each([
     ['a ../ entry', 1, /outside|relative path/],
     ['a symlink entry', 2, /symbolic link/],
     ['an absolute entry', 3, /outside|absolute/],
