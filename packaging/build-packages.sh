@@ -52,6 +52,7 @@ if [ "$build_deb" = 1 ]; then
   chmod 755 "$root"
   node "$repo/packaging/stage.mjs" "$tarball" "$root"
   (cd "$root" && find usr -type f -print0 | sort -z | xargs -0 md5sum) > "$root/DEBIAN/md5sums"
+  install -m 0755 "$repo/packaging/post-install.sh" "$root/DEBIAN/postinst"
   installed_kb=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
   # No conffiles: the BLAHP scripts are generated and carry no settings (those are in
   # /etc/blah.config, which the package leaves alone), so an upgrade replaces them.
@@ -80,7 +81,7 @@ fi
 if [ "$build_rpm" = 1 ]; then
   mkdir -p "$work/rpm/SOURCES"
   cp "$tarball" "$work/rpm/SOURCES/boinc-gahp-$version.tgz"
-  cp "$repo/packaging/stage.mjs" "$repo/packaging/man-page.mjs" "$work/rpm/SOURCES/"
+  cp "$repo/packaging/stage.mjs" "$repo/packaging/man-page.mjs" "$repo/packaging/post-install.sh" "$work/rpm/SOURCES/"
   nodeps=()
   if ! rpm -q --whatprovides nodejs >/dev/null 2>&1; then
     # Not an RPM system (e.g. Debian): rpm's database knows no nodejs, node comes from elsewhere.

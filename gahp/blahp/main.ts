@@ -10,7 +10,9 @@
  * - hold, resume: BOINC has neither: a message on stderr, exit 1.
  * - ping: `0 No error` when the project answers, else `1 <reason>`; exit 0.
  * - install [dir] [--force], uninstall [dir]: write or remove the scripts, by default in
- *   the folder blahpd runs them from. fetch: the background worker (outputs, leases, retirements).
+ *   the folder blahpd runs them from. where: that folder, and how it was found, on two
+ *   lines (the packages' post-install note compares it with theirs). fetch: the background
+ *   worker (outputs, leases, retirements).
  */
 import { BlahpConfigError, loadConfig } from './config.js';
 import { openContext, type BlahpContext } from './context.js';
@@ -22,7 +24,7 @@ import { writeJsonAtomic } from './state.js';
 import { errorMessage } from '../util.js';
 import { makeDirs } from '../dirs.js';
 
-const USAGE = 'usage: boinc-gahp blahp <submit|status|cancel|hold|resume|ping|fetch> ... | boinc-gahp blahp install [<libexec dir>] [--force] | boinc-gahp blahp uninstall [<libexec dir>]';
+const USAGE = 'usage: boinc-gahp blahp <submit|status|cancel|hold|resume|ping|fetch> ... | boinc-gahp blahp install [<libexec dir>] [--force] | boinc-gahp blahp uninstall [<libexec dir>] | boinc-gahp blahp where';
 
 function write(stream: NodeJS.WriteStream, text: string): Promise<void> {
   return new Promise((resolve) => {
@@ -42,6 +44,8 @@ export async function blahpMain(args: readonly string[]): Promise<number> {
     case 'install':
     case 'uninstall':
       return scriptsAction(action, rest);
+    case 'where':
+      return whereAction();
     case 'submit':
       return submitAction(rest);
     case 'status':
@@ -110,6 +114,13 @@ async function scriptsAction(action: 'install' | 'uninstall', rest: string[]): P
     await write(process.stderr, `boinc-gahp blahp ${action}: ${errorMessage(err)}\n`);
     return 1;
   }
+}
+
+async function whereAction(): Promise<number> {
+  const { locateBlahpd } = await import('../blahp-location.js');
+  const where = await locateBlahpd(process.env);
+  await write(process.stdout, `${where.libexec}\n${where.libexecFrom}; blah.config: ${where.config.file}\n`);
+  return 0;
 }
 
 async function submitAction(rest: string[]): Promise<number> {

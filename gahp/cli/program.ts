@@ -184,8 +184,8 @@ export async function runCommandLine(
   // command is here so that --help shows it (and for global options written before it).
   program
     .command('blahp')
-    .description("install [<libexec dir>] [--force]: write the scripts boinc_*.sh where blahpd runs them (default: the folder HTCondor's blahpd uses, found with condor_config_val), so HTCondor 23+ and HTCondor-CE run jobs on BOINC with grid_resource = batch boinc (docs/blahp.md); uninstall [<libexec dir>]: remove them again; blahpd runs the other actions through them")
-    .argument('<action>', 'install or uninstall (the scripts run submit, status, cancel, ...)')
+    .description("install [<libexec dir>] [--force]: write the scripts boinc_*.sh where blahpd runs them (default: the folder HTCondor's blahpd uses, found with condor_config_val), so HTCondor 23+ and HTCondor-CE run jobs on BOINC with grid_resource = batch boinc (docs/blahp.md); uninstall [<libexec dir>]: remove them again; where: the folder blahpd runs them from and its blah.config; blahpd runs the other actions through them")
+    .argument('<action>', 'install, uninstall or where (the scripts run submit, status, cancel, ...)')
     .argument('[args...]', 'the action\'s arguments')
     .allowUnknownOption()
     .helpOption(false)

@@ -168,8 +168,8 @@ test('apps: templates as transfer_input_files / transfer_output_files; an unknow
     doctor(['--app', 'concat', 'nope']),
     doctor(['--app', 'concat', 'uppercase'], { auth: limited }),
   ]);
-  expect(line(all, 'app uppercase')).toBe('ok    app uppercase: get_templates works; a submit file uses transfer_input_files = in; transfer_output_files = out');
-  expect(line(all, 'app concat')).toBe('ok    app concat: get_templates works; a submit file uses transfer_input_files = a, b; transfer_output_files = joined, info');
+  expect(line(all, 'app uppercase')).toBe('ok    app uppercase: get_templates works; transfer_input_files: 1 file, read by the app as in; transfer_output_files = out');
+  expect(line(all, 'app concat')).toBe('ok    app concat: get_templates works; transfer_input_files: 2 files, read by the app as a, b (a file of one of these names goes there, else in this order); transfer_output_files = joined, info');
   expect(all.lines.filter((l) => l.startsWith('ok    app '))).toHaveLength(4);
 
   expect(given.code).toBe(1);

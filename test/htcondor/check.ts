@@ -17,7 +17,7 @@ import { blahpPing, GRID_CHECKS, type Check } from './checks.js';
 import type { CheckContext } from './jobs.js';
 import { PersonalPool } from './pool.js';
 import { run } from './processes.js';
-import { batchRoute, blahpLocation, gahpRoute, type Route, type RouteContext } from './routes.js';
+import { batchRoute, gahpRoute, type Route, type RouteContext } from './routes.js';
 
 const REPO_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 /** Seconds per step of the bundled server's jobs (unsent, in progress, done). */
@@ -57,11 +57,17 @@ const running = new Set<{ stop(): Promise<unknown> }>();
 
 /** One route: its pool started, its checks run, the pool stopped and swept. */
 async function runRoute(prefix: string, route: Route, routeDir: string, ctx: Omit<CheckContext, 'pool' | 'route'>, first: Check[]): Promise<void> {
-  const pool = new PersonalPool(prefix, routeDir, route.config);
+  const pool = new PersonalPool(prefix, routeDir, route.config, route.env);
   const t0 = Date.now();
   running.add(pool);
+  let installed = false;
   try {
     await pool.writeConfig();
+    if (route.install) {
+      const t = Date.now();
+      installed = true;
+      report(true, route.name, 'boinc-gahp blahp install (no directory) into blahpd\'s folder; doctor finds them there', await route.install(pool), Date.now() - t);
+    }
     await pool.start();
     report(true, route.name, 'personal pool starts (master, collector, schedd, job router)', '', Date.now() - t0);
     const full: CheckContext = { ...ctx, pool, route };
@@ -74,6 +80,14 @@ async function runRoute(prefix: string, route: Route, routeDir: string, ctx: Omi
     running.delete(pool);
     const names = left.map((p) => `${p.name} (${p.pid})`).join(', ');
     report(left.length === 0, route.name, 'pool stopped, nothing left running', left.length ? `killed ${names}` : '', Date.now() - t1);
+    if (installed && route.uninstall) {
+      const t2 = Date.now();
+      try {
+        report(true, route.name, 'boinc-gahp blahp uninstall leaves blahpd\'s folder as before', await route.uninstall(pool), Date.now() - t2);
+      } catch (err) {
+        report(false, route.name, 'boinc-gahp blahp uninstall leaves blahpd\'s folder as before', (err as Error).message, Date.now() - t2);
+      }
+    }
   }
 }
 
@@ -92,10 +106,9 @@ async function knowsBoincGridType(prefix: string, dir: string): Promise<{ yes: b
   return { yes: r.code === 0, why: r.code === 0 ? '' : `condor_submit -dry-run: ${said}` };
 }
 
-/** Where blahp's stock scripts are (blah_load_config.sh and friends), if anywhere. */
-function stockBlahpScripts(prefix: string): string | undefined {
-  const candidates = [process.env.HTCONDOR_BLAHP_SCRIPTS, path.join(prefix, 'libexec/blahp')];
-  return candidates.find((d): d is string => !!d && fs.existsSync(path.join(d, 'blah_load_config.sh')));
+/** blahp's stock scripts are in the install's libexec/blahp, where blahpd looks (blah_load_config.sh among them). */
+function hasStockBlahpScripts(prefix: string): boolean {
+  return fs.existsSync(path.join(prefix, 'libexec/blahp/blah_load_config.sh'));
 }
 
 async function startProject(workDir: string): Promise<BoincProject> {
@@ -123,15 +136,13 @@ async function checkAll(prefix: string, workDir: string): Promise<void> {
     }
 
     const hasBlahpd = fs.existsSync(path.join(prefix, 'bin/blahpd'));
-    const stock = stockBlahpScripts(prefix);
     if (!hasBlahpd) {
       process.stdout.write('skip  batch boinc: this HTCondor has no bin/blahpd\n');
-    } else if (!stock) {
-      report(false, 'batch boinc', 'set-up', `no blah_load_config.sh in ${prefix}/libexec/blahp (copy blahp's stock scripts there, or set HTCONDOR_BLAHP_SCRIPTS)`, 0);
+    } else if (!hasStockBlahpScripts(prefix)) {
+      report(false, 'batch boinc', 'set-up', `no blah_load_config.sh in ${prefix}/libexec/blahp (copy blahp's stock scripts, src/blahp/src/scripts, there)`, 0);
     } else {
       const dir = path.join(workDir, 'batch-route');
-      const route = await batchRoute(routeCtx, stock);
-      await runRoute(prefix, route, dir, { project, jobsDir: path.join(dir, 'jobs'), waitMs }, [blahpPing(blahpLocation(workDir))]);
+      await runRoute(prefix, batchRoute(routeCtx, prefix), dir, { project, jobsDir: path.join(dir, 'jobs'), waitMs }, [blahpPing]);
     }
   } finally {
     running.delete(project);

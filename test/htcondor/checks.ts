@@ -156,18 +156,16 @@ async function routedVanillaJobs(ctx: CheckContext): Promise<string> {
   return `cluster ${cluster}, routed as ${grid.map((j) => `${String(j.ClusterId)}.${String(j.ProcId)}`).join(' ')}`;
 }
 
-/** The README's set-up check for the BLAHP scripts: boinc_ping.sh as blahpd would run it. */
-export function blahpPing(blahpdLocation: string): Check {
-  return {
-    title: 'boinc_ping.sh with BLAHPD_LOCATION set prints "0 No error"',
-    async run() {
-      const env = { ...process.env, BLAHPD_LOCATION: blahpdLocation };
-      const r = await run(path.join(blahpdLocation, 'libexec/blahp/boinc_ping.sh'), [], { env, timeoutMs: 60_000 });
-      if (r.code !== 0 || r.stdout.trim() !== '0 No error') throw new Error(`exit ${r.code}: ${(r.stdout + r.stderr).trim()}`);
-      return 'ok';
-    },
-  };
-}
+/** The README's set-up check for the BLAHP scripts: boinc_ping.sh of blahpd's folder, run as blahpd runs it (BLAHPD_LOCATION set). */
+export const blahpPing: Check = {
+  title: 'boinc_ping.sh in $(RELEASE_DIR)/libexec/blahp with BLAHPD_LOCATION set prints "0 No error"',
+  async run(ctx) {
+    const env = { ...ctx.pool.toolEnv(), BLAHPD_LOCATION: ctx.pool.prefix };
+    const r = await run(path.join(ctx.pool.prefix, 'libexec/blahp/boinc_ping.sh'), [], { env, timeoutMs: 60_000 });
+    if (r.code !== 0 || r.stdout.trim() !== '0 No error') throw new Error(`exit ${r.code}: ${(r.stdout + r.stderr).trim()}`);
+    return 'ok';
+  },
+};
 
 /** Every check of one route, in the order they run. */
 export const GRID_CHECKS: Check[] = [

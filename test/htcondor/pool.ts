@@ -33,8 +33,9 @@ export class PersonalPool {
    * @param prefix  the HTCondor install: bin/, sbin/, libexec/, lib/
    * @param dir     an empty directory of the pool's own (config, LOCAL_DIR)
    * @param extraConfig  configuration lines added at the end (the route's settings)
+   * @param extraEnv  environment variables of the pool's processes (the route's)
    */
-  constructor(readonly prefix: string, readonly dir: string, private readonly extraConfig: string[]) {
+  constructor(readonly prefix: string, readonly dir: string, private readonly extraConfig: string[], extraEnv: Record<string, string> = {}) {
     this.configFile = path.join(dir, 'condor_config');
     this.localDir = path.join(dir, 'local');
     this.marker = `BOINC_GAHP_HTCONDOR_CHECK=${dir}`;
@@ -45,7 +46,13 @@ export class PersonalPool {
     env.LD_LIBRARY_PATH = process.env.LD_LIBRARY_PATH ? `${lib}:${process.env.LD_LIBRARY_PATH}` : lib;
     env.CONDOR_CONFIG = this.configFile;
     env.BOINC_GAHP_HTCONDOR_CHECK = dir;
-    this.env = env;
+    this.env = { ...env, ...extraEnv };
+  }
+
+  /** The pool's environment with the install's bin/ first on PATH: an administrator's shell on this pool. */
+  toolEnv(): NodeJS.ProcessEnv {
+    const bin = path.join(this.prefix, 'bin');
+    return { ...this.env, PATH: this.env.PATH ? `${bin}:${this.env.PATH}` : bin };
   }
 
   /** Writes the configuration file and LOCAL_DIR (before start, or for tools alone). */

@@ -5,14 +5,17 @@
  * - `boinc`: the `boinc` grid type of HTCondor up to 10.0; the gridmanager runs BOINC_GAHP,
  *   here a wrapper that execs bin/boinc-gahp with a log and a state directory.
  * - `batch boinc`: current HTCondor; the gridmanager runs blahpd, which runs the boinc_*.sh
- *   scripts of `boinc-gahp blahp install`. BOINC_GAHP must stay undefined. The check keeps
- *   the HTCondor install untouched: BLAHPD_LOCATION points at a directory of its own with
- *   etc/blah.config and libexec/blahp/ (blahp's stock scripts from the install, plus ours).
+ *   scripts from $(RELEASE_DIR)/libexec/blahp. BOINC_GAHP must stay undefined. The scripts
+ *   get there as the README tells an administrator: `boinc-gahp blahp install` with no
+ *   directory and the pool's condor_config_val on PATH; `blahp uninstall` removes them when
+ *   the pool has stopped, and the folder must then be as it was. blah.config is a file of
+ *   the check's own, named by BLAHPD_CONFIG_LOCATION in the pool's environment.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { BoincProject } from './boinc-project.js';
-import { runOk } from './processes.js';
+import type { PersonalPool } from './pool.js';
+import { run } from './processes.js';
 
 export interface Route {
   /** What the report calls it: `boinc` or `batch boinc`. */
@@ -25,6 +28,11 @@ export interface Route {
   stateDir: string;
   /** The BOINC job (and its batch) a job's GridJobId names, once it names one. */
   boincJob(gridJobId: unknown): { batch: string; job: string } | undefined;
+  /** Environment variables of the pool's processes (the master passes them on). */
+  env?: Record<string, string>;
+  /** Set-up steps once the pool's configuration is written, and clean-up once it has stopped: a pass note each, or a throw. */
+  install?(pool: PersonalPool): Promise<string>;
+  uninstall?(pool: PersonalPool): Promise<string>;
 }
 
 /** Paths of this checkout, for the wrapper and the scripts. */
@@ -79,22 +87,34 @@ export function gahpRoute(ctx: RouteContext): Route {
   };
 }
 
+/** Every file of a folder with its mode and content, to compare before and after. */
+function folderState(dir: string): string {
+  return fs.readdirSync(dir).sort().map((n) => {
+    const st = fs.lstatSync(path.join(dir, n));
+    return `${n} ${st.mode.toString(8)} ${st.isFile() ? fs.readFileSync(path.join(dir, n), 'utf8') : ''}`;
+  }).join('\n');
+}
+
+/** `boinc-gahp <args>` run as an administrator would, with the pool's HTCondor tools on PATH. */
+async function boincGahp(ctx: RouteContext, pool: PersonalPool, args: string[]): Promise<string> {
+  const r = await run(process.execPath, [path.join(ctx.repoDir, 'bin/boinc-gahp'), ...args], { env: pool.toolEnv(), timeoutMs: 120_000 });
+  if (r.code !== 0) throw new Error(`boinc-gahp ${args.join(' ')}: exit ${r.code}: ${(r.stdout + r.stderr).trim()}`);
+  return r.stdout;
+}
+
 /**
- * `batch boinc`: blahpd's directory of our own (BLAHPD_LOCATION), holding blahp's stock
- * scripts copied from the install (`stockScripts`, which must hold blah_load_config.sh),
- * our boinc_*.sh written by `boinc-gahp blahp install`, and etc/blah.config.
+ * `batch boinc`: blahpd (BLAHPD_LOCATION left at its default, $(RELEASE_DIR)) runs the
+ * scripts from the install's libexec/blahp, which holds blahp's stock scripts
+ * (blah_load_config.sh among them); ours are put there by `boinc-gahp blahp install` with
+ * no directory, and taken away again by `blahp uninstall`. blah.config is the check's own.
  */
-export async function batchRoute(ctx: RouteContext, stockScripts: string): Promise<Route> {
+export function batchRoute(ctx: RouteContext, prefix: string): Route {
   const { url, authenticatorFile } = ctx.project.settings;
-  const location = path.join(ctx.workDir, 'blahp');
-  const libexec = path.join(location, 'libexec/blahp');
+  const folder = path.join(prefix, 'libexec/blahp');
   const stateDir = path.join(ctx.workDir, 'blahp-state');
-  fs.mkdirSync(libexec, { recursive: true });
-  fs.mkdirSync(path.join(location, 'etc'), { recursive: true });
-  fs.cpSync(stockScripts, libexec, { recursive: true });
-  await runOk(process.execPath, [path.join(ctx.repoDir, 'bin/boinc-gahp'), 'blahp', 'install', libexec, '--force'], { timeoutMs: 60_000 });
+  const configFile = path.join(ctx.workDir, 'blah.config');
   fs.writeFileSync(
-    path.join(location, 'etc/blah.config'),
+    configFile,
     [
       '# written by the boinc-gahp HTCondor check (docs/htcondor-check.md)',
       'supported_lrms=boinc',
@@ -106,11 +126,11 @@ export async function batchRoute(ctx: RouteContext, stockScripts: string): Promi
       '',
     ].join('\n'),
   );
+  let before: string | undefined;
   return {
     name: 'batch boinc',
     submitLines: ['grid_resource = batch boinc', `batch_queue = ${ctx.project.settings.app}`],
     config: [
-      `BLAHPD_LOCATION = ${location}`,
       // The route as the README gives it for HTCondor 23+.
       'JOB_ROUTER_ROUTE_NAMES = BOINC',
       'JOB_ROUTER_ROUTE_BOINC @=jrt',
@@ -121,6 +141,24 @@ export async function batchRoute(ctx: RouteContext, stockScripts: string): Promi
       '  MaxIdleJobs = 1000',
       '@jrt',
     ],
+    env: { BLAHPD_CONFIG_LOCATION: configFile },
+    async install(pool) {
+      before = folderState(folder);
+      const said = await boincGahp(ctx, pool, ['blahp', 'install']);
+      const first = said.split('\n')[0] ?? '';
+      if (!first.startsWith(`blahpd runs batch scripts from ${folder} `)) throw new Error(`not installed into ${folder}: ${said.trim()}`);
+      // The README's check of the set-up: doctor's line for the folder blahpd uses.
+      const doctor = await run(process.execPath, [path.join(ctx.repoDir, 'bin/boinc-gahp'), '--state-dir', stateDir, 'doctor'], { env: pool.toolEnv(), timeoutMs: 180_000 });
+      const line = doctor.stdout.split('\n').find((l) => l.slice(6).startsWith('blahp scripts in '));
+      if (!line?.startsWith(`ok    blahp scripts in ${folder} `)) throw new Error(`doctor: ${line ?? doctor.stdout.trim()}`);
+      return first;
+    },
+    async uninstall(pool) {
+      const said = await boincGahp(ctx, pool, ['blahp', 'uninstall']);
+      const removed = said.split('\n').filter((l) => l.startsWith('removed ')).length;
+      if (before !== undefined && folderState(folder) !== before) throw new Error(`${folder} differs from before the install: ${said.trim()}`);
+      return `${removed} scripts removed, ${folder} as before`;
+    },
     stateDir,
     boincJob(gridJobId) {
       // "batch boinc boinc/<batch>_<n>"
@@ -130,9 +168,4 @@ export async function batchRoute(ctx: RouteContext, stockScripts: string): Promi
       return last.includes('/') && cut > 0 ? { batch: job.slice(0, cut), job } : undefined;
     },
   };
-}
-
-/** The libexec directory of the BLAHP scripts a route uses (for boinc_ping.sh). */
-export function blahpLocation(workDir: string): string {
-  return path.join(workDir, 'blahp');
 }

@@ -1,8 +1,9 @@
 /**
  * Check family 3, the apps (--app, else those the account may submit to): get_templates
- * works, and what a submit file must name: its transfer_input_files base names are the
- * input template's open_names (the GAHP puts them in template order), its
- * transfer_output_files the output template's open_names.
+ * works, and what a submit file must name: as many transfer_input_files as the input
+ * template has inputs (the app reads them under the template's open_names; files of those
+ * names go to them, others in the order given), and the output template's open_names as
+ * transfer_output_files.
  */
 import { BoincRpcError } from '../../../boinc-rpc/errors.js';
 import type { AppTemplates } from '../../../boinc-rpc/types.js';
@@ -12,8 +13,13 @@ import type { Report } from './report.js';
 
 const list = (names: string[]) => (names.length ? names.join(', ') : '(none)');
 
+/** The input rule (README, "Input and output files"): one file per template input, read by the app under the template's name. */
 export function describeTemplates(t: AppTemplates): string {
-  return `transfer_input_files = ${list(t.inputOpenNames)}; transfer_output_files = ${list(t.outputOpenNames)}`;
+  const n = t.inputOpenNames.length;
+  const inputs = n === 0
+    ? 'transfer_input_files: none'
+    : `transfer_input_files: ${n} file${n > 1 ? 's' : ''}, read by the app as ${list(t.inputOpenNames)}${n > 1 ? ' (a file of one of these names goes there, else in this order)' : ''}`;
+  return `${inputs}; transfer_output_files = ${list(t.outputOpenNames)}`;
 }
 
 export async function checkApps(ctx: DoctorContext, report: Report, url: URL, findings: ProjectFindings): Promise<void> {
@@ -41,7 +47,7 @@ export async function checkApps(ctx: DoctorContext, report: Report, url: URL, fi
           continue;
         }
       }
-      report.ok('apps', what, `get_templates works; a submit file uses ${describeTemplates(t)}`);
+      report.ok('apps', what, `get_templates works; ${describeTemplates(t)}`);
     }
   } finally {
     client.close();
