@@ -146,6 +146,8 @@ export interface BlahpdLocation {
   /** The folder blahpd runs `boinc_*.sh` from, and why that one (e.g. `RELEASE_DIR from condor_config_val + libexec/blahp`). */
   libexec: string;
   libexecFrom: string;
+  /** HTCondor's condor_config_val gave the install location (else blahpd's rule from the environment). */
+  askedHtcondor: boolean;
 }
 
 /**
@@ -158,11 +160,13 @@ export interface BlahpdLocation {
  */
 export async function locateBlahpd(env: NodeJS.ProcessEnv): Promise<BlahpdLocation> {
   let found = blahpdHomeFromEnv(env);
+  let askedHtcondor = false;
   const tool = onPath('condor_config_val', env);
   if (tool) {
     for (const name of ['BLAHPD_LOCATION', 'RELEASE_DIR']) {
       const value = await condorConfigValue(tool, name, env);
       if (value === undefined) continue;
+      askedHtcondor = true;
       // The gridmanager does not export /usr: blahpd then uses its own default, $GLITE_LOCATION or /usr.
       found = value === BLAHP_DEFAULT_HOME && env.GLITE_LOCATION ? { home: env.GLITE_LOCATION, from: '$GLITE_LOCATION' } : { home: value, from: `${name} from condor_config_val` };
       break;
@@ -180,7 +184,7 @@ export async function locateBlahpd(env: NodeJS.ProcessEnv): Promise<BlahpdLocati
     libexec = path.join(found.home, 'libexec');
     libexecFrom = `${found.from} + libexec, which has no blahp/`;
   }
-  return { home: found.home, homeFrom: found.from, config, values, libexec: path.resolve(libexec), libexecFrom };
+  return { home: found.home, homeFrom: found.from, config, values, libexec: path.resolve(libexec), libexecFrom, askedHtcondor };
 }
 
 function isDirectory(p: string): boolean {

@@ -251,7 +251,7 @@ test('htcondor: BOINC_GAHP and the call timeout; BOINC_GAHP missing its file, se
   expect(line(missing, 'GRIDMANAGER_GAHP_CALL_TIMEOUT')).toBe("warn  GRIDMANAGER_GAHP_CALL_TIMEOUT: 120 s; --command-timeout 290 s: a slow BOINC_* command outlives the gridmanager's wait, and the gridmanager then kills the GAHP  -> fix: set --command-timeout (BOINC_GAHP_COMMAND_TIMEOUT) below 120, e.g. 110, or raise GRIDMANAGER_GAHP_CALL_TIMEOUT");
 
   expect(undef.code).toBe(0);
-  expect(line(undef, 'BOINC_GAHP')).toMatch(/^warn {2}BOINC_GAHP: not defined, and no BLAHP scripts were found: HTCondor cannot reach BOINC either way {2}-> fix: add "BOINC_GAHP = .*; or for HTCondor 10\+ run boinc-gahp blahp install <blahp libexec dir>$/);
+  expect(line(undef, 'BOINC_GAHP')).toMatch(/^warn {2}BOINC_GAHP: not defined, and no BLAHP scripts were found: HTCondor cannot reach BOINC either way {2}-> fix: add "BOINC_GAHP = .*; or for HTCondor 10\+ run boinc-gahp blahp install$/);
 
   expect(line(both, 'BOINC_GAHP')).toBe(`warn  BOINC_GAHP: set to ${ENTRY} while the BLAHP route (batch boinc) is configured: two routes, and HTCondor 10+ has no boinc grid type to use it` +
     '  -> fix: remove BOINC_GAHP from the HTCondor configuration (condor_config_val -config shows the file), then condor_reconfig');
@@ -333,6 +333,11 @@ test('blahp: the folder blahpd uses is asked of HTCondor (RELEASE_DIR): FAIL fir
     `${usr}/libexec/blahp has them, but this blahpd does not look there  -> fix: run boinc-gahp blahp install (it writes them into ${folder})`);
   // --blahp names the folder to check; the same folder is found without it.
   expect(line(await doctor(['--blahp', folder], { env }), 'blahp scripts')).toMatch(/^FAIL {2}blahp scripts in \S+: boinc_submit\.sh, .* missing: blahpd cannot run boinc_ping\.sh.*-> fix: run boinc-gahp blahp install \S+$/);
+  // --blahp naming the default folder, which has them: the folder blahpd uses is checked too, and named first.
+  const given = await doctor(['--blahp', path.join(usr, 'libexec', 'blahp')], { env });
+  expect(given.code).toBe(1);
+  expect(given.lines[0]).toMatch(new RegExp(`^FAIL  ${what.replace(/[()+.]/g, '\\$&')}: boinc_submit\\.sh, .* missing: blahpd cannot run boinc_ping\\.sh`));
+  expect(given.lines[1]).toMatch(new RegExp(`^ok    blahp scripts in ${usr.replace(/[()+.]/g, '\\$&')}/libexec/blahp: `));
 
   const installed = await runCli(['blahp', 'install'], { env });
   expect(installed.code).toBe(0);

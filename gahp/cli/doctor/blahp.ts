@@ -24,6 +24,8 @@ export interface BlahpSetup {
   config: Map<string, string> | { error: string };
   /** blahp's default folder (where the packages put the scripts) when it holds them and blahpd looks elsewhere. */
   otherCopy?: string;
+  /** With --blahp naming another folder than the one HTCondor's blahpd uses: that one, checked too. */
+  blahpdFolder?: { libexec: string; libexecFrom: string };
 }
 
 const hasOurScript = (dir: string) => {
@@ -44,7 +46,10 @@ const supportedLrms = (s: Pick<BlahpSetup, 'config'>) => (s.config instanceof Ma
 export async function findBlahp(env: NodeJS.ProcessEnv, given: string | undefined): Promise<BlahpSetup | undefined> {
   const where = await locateBlahpd(env);
   const base = { configFile: where.config.file, config: where.values };
-  if (given) return { ...base, libexec: path.resolve(given) };
+  if (given) {
+    const differs = where.askedHtcondor && !samePath(given, where.libexec);
+    return { ...base, libexec: path.resolve(given), ...(differs ? { blahpdFolder: { libexec: where.libexec, libexecFrom: where.libexecFrom } } : {}) };
+  }
   const defaultFolder = path.join(blahpdHomeFromEnv({ GLITE_LOCATION: env.GLITE_LOCATION }).home, 'libexec', 'blahp');
   const otherCopy = !samePath(defaultFolder, where.libexec) && hasOurScript(defaultFolder) ? defaultFolder : undefined;
   const named = supportedLrms(base).includes('boinc') || (base.config instanceof Map && base.config.has('boinc_project_url'));

@@ -42,7 +42,7 @@ export async function checkHtcondor(ctx: DoctorContext, blahpRoute: boolean): Pr
   const setIt = `add "BOINC_GAHP = ${entry}" to the HTCondor configuration (e.g. /etc/condor/config.d/50-boinc.conf), then condor_reconfig`;
   if (gahp === undefined) {
     if (blahpRoute) report.ok('htcondor', 'BOINC_GAHP', 'not defined, as it should be for the BLAHP route (grid_resource = batch boinc); the boinc grid type (HTCondor before 10) would need it');
-    else report.warn('htcondor', 'BOINC_GAHP', 'not defined, and no BLAHP scripts were found: HTCondor cannot reach BOINC either way', `${setIt}; or for HTCondor 10+ run boinc-gahp blahp install <blahp libexec dir>`);
+    else report.warn('htcondor', 'BOINC_GAHP', 'not defined, and no BLAHP scripts were found: HTCondor cannot reach BOINC either way', `${setIt}; or for HTCondor 10+ run boinc-gahp blahp install`);
   } else if (blahpRoute) {
     report.warn('htcondor', 'BOINC_GAHP', `set to ${gahp} while the BLAHP route (batch boinc) is configured: two routes, and HTCondor 10+ has no boinc grid type to use it`,
       'remove BOINC_GAHP from the HTCondor configuration (condor_config_val -config shows the file), then condor_reconfig');

@@ -63,6 +63,7 @@ export async function doctorCmd(g: GlobalOptions, o: DoctorOptions): Promise<num
     authSetting: '--authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE)',
   };
   // First: scripts missing where blahpd looks leave batch boinc "down" with nothing else to show for it.
+  if (blahp?.blahpdFolder) checkBlahpScripts(report, { ...blahp, ...blahp.blahpdFolder });
   if (blahp) checkBlahpScripts(report, blahp);
   checkNodeVersion(report);
   // Quietly read first: with no project on the command line, blah.config's is the one.
