@@ -1,5 +1,5 @@
 /**
- * The debug log: timestamped lines to a file or stderr. Every line passes through
+ * The log: timestamped lines to a file or stderr. Every line passes through
  * redact(): registered secrets (the authenticator) become `***`, and so does whatever the
  * registered redactors hide (the BOINC layer's: `auth_str=` URL values and
  * `<authenticator>` elements, boinc-rpc/redact.ts).
@@ -7,11 +7,37 @@
  * A file log is written asynchronously (the GAHP's reading loop never waits on disk);
  * flush() waits for it, and whatever is still buffered when the process exits is written
  * synchronously on the way out, so a log is never silently truncated.
+ *
+ * A file log rotates by size, as HTCondor's daemons' logs do (MAX_<SUBSYS>_LOG,
+ * MAX_NUM_<SUBSYS>_LOG): see AsyncFileSink.
  */
 import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { parsePhpSize } from '../boinc-rpc/upload-limits.js';
 
 export type LogLevel = 'error' | 'warn' | 'info' | 'debug';
 const LEVELS: Record<LogLevel, number> = { error: 0, warn: 1, info: 2, debug: 3 };
+
+/**
+ * What a log records unless told otherwise: errors, warnings and the GAHP's life (start,
+ * shutdown, failed commands). `debug` adds every protocol line and RPC (~760 bytes a job),
+ * for chasing a problem rather than for a GAHP that runs for months.
+ */
+export const DEFAULT_LOG_LEVEL: LogLevel = 'info';
+
+/** When a file log rotates: past `maxBytes` (0: never), keeping the newest `keep` old files. */
+export interface LogRotation {
+  maxBytes: number;
+  keep: number;
+}
+
+export const DEFAULT_LOG_ROTATION: LogRotation = { maxBytes: 10 * 1024 * 1024, keep: 4 };
+
+/** A log's size bound as an option gives it: `0` (never rotate), bytes, or 512K, 10M, 1G. */
+export function parseLogSize(text: string): number {
+  if (text.trim() === '0') return 0;
+  return parsePhpSize(text);
+}
 
 export interface LogSink {
   write(line: string): void;
@@ -19,19 +45,46 @@ export interface LogSink {
   flush?(): Promise<void>;
 }
 
-/** Appends to a file descriptor without blocking the caller; bounded memory. */
+/**
+ * Appends to a file without blocking the caller; bounded memory; rotates by size.
+ *
+ * Before each write the sink looks at the log's path: when it is no longer the file held
+ * open (another process rotated it, or logrotate moved it), it opens the path anew; when the
+ * next line would take the file past the bound, it renames the file to
+ * `<log>.<UTC time>.<pid>` (a name no other process's rename can take), opens a new one and
+ * removes the oldest such files beyond `keep`. Lines are written whole, each into one file,
+ * so rotating loses none; a line larger than the bound gets a file of its own.
+ *
+ * Several processes may share one log (the BLAHP scripts: many short-lived processes,
+ * docs/blahp.md), so there is no lock to leave behind: rename is atomic, and of two
+ * processes that find the file full, the second finds the path is another file by now and
+ * just reopens it. Only if it looked in the instant before the first renamed does it rename
+ * too, moving the first's new, nearly empty file: one more old file, no line lost. A
+ * process holding a rotated file writes into it at most the lines of one write (they stay
+ * there), then follows the path.
+ */
 class AsyncFileSink implements LogSink {
+  private fd: number;
   private pending: string[] = [];
   private pendingChars = 0;
   private dropped = 0;
   private writing = false;
   private failed = false;
+  /** Set when a rotation failed (e.g. no right to rename in the directory): the log then just grows. */
+  private rotationFailed = false;
+  private lastRotationMs = 0;
   private idleWaiters: Array<() => void> = [];
   /** Beyond this much unwritten text, lines are dropped (and counted) rather than kept. */
   private static readonly MAX_PENDING_CHARS = 32 * 1024 * 1024;
 
-  constructor(private readonly fd: number) {
+  constructor(private readonly file: string, private readonly rotation: LogRotation) {
+    this.fd = AsyncFileSink.open(file);
     process.on('exit', () => this.writeRestSync());
+  }
+
+  /** Opens for appending, creating the file 0600 (logs can hold job names and paths). */
+  private static open(file: string): number {
+    return fs.openSync(file, 'a', 0o600);
   }
 
   write(line: string): void {
@@ -50,26 +103,102 @@ class AsyncFileSink implements LogSink {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  private take(): Buffer {
+  /** The next lines to write, as many as fit in `room` bytes (at least one). */
+  private take(room: number): Buffer {
     if (this.dropped > 0) {
       this.pending.push(`${new Date().toISOString()} WARN [${this.dropped} log lines dropped: the disk is too slow]\n`);
       this.dropped = 0;
     }
-    const data = Buffer.from(this.pending.join(''), 'utf8');
-    this.pending = [];
-    this.pendingChars = 0;
-    return data;
+    let bytes = 0;
+    let n = 0;
+    for (; n < this.pending.length; n++) {
+      const lineBytes = Buffer.byteLength(this.pending[n]!, 'utf8');
+      if (n > 0 && bytes + lineBytes > room) break;
+      bytes += lineBytes;
+    }
+    const lines = this.pending.splice(0, n);
+    this.pendingChars -= lines.reduce((sum, l) => sum + l.length, 0);
+    return Buffer.from(lines.join(''), 'utf8');
+  }
+
+  /**
+   * Follows the path and rotates when the next line does not fit; returns the room left
+   * before the bound. `canSwitch` false (a write is in flight on the open file): no reopening.
+   */
+  private prepare(canSwitch: boolean): number {
+    if (this.rotation.maxBytes <= 0 || !canSwitch || this.rotationFailed) return Infinity;
+    try {
+      let size = this.followPath();
+      if (size > 0 && size + Buffer.byteLength(this.pending[0] ?? '', 'utf8') > this.rotation.maxBytes) {
+        this.rotate();
+        size = 0;
+      }
+      return this.rotation.maxBytes - size;
+    } catch (err) {
+      // E.g. no right to rename in the log's directory: say so once, then keep appending to the file held.
+      this.rotationFailed = true;
+      this.pending.unshift(`${new Date().toISOString()} WARN [log rotation failed, the log now grows without bound: ${(err as Error).message}]\n`);
+      return Infinity;
+    }
+  }
+
+  /** Holds the file at the path again if another process rotated (or logrotate moved) it; returns its size. */
+  private followPath(): number {
+    const held = fs.fstatSync(this.fd);
+    const current = statOrNull(this.file);
+    if (current !== null && current.ino === held.ino && current.dev === held.dev) return held.size;
+    this.reopen();
+    return fs.fstatSync(this.fd).size;
+  }
+
+  private reopen(): void {
+    const fd = AsyncFileSink.open(this.file);
+    fs.closeSync(this.fd);
+    this.fd = fd;
+  }
+
+  /**
+   * Moves the file at the path (ours a moment ago: followPath) aside, opens a new one, prunes old ones.
+   * If another process moved it in between, the rename finds nothing or moves that
+   * process's new file: either way no line is lost.
+   */
+  private rotate(): void {
+    this.lastRotationMs = Math.max(Date.now(), this.lastRotationMs + 1);
+    const stamp = new Date(this.lastRotationMs).toISOString().replace(/[-:]/g, '');
+    try {
+      fs.renameSync(this.file, `${this.file}.${stamp}.${process.pid}`);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    this.reopen();
+    this.pruneOldFiles();
+  }
+
+  /** Removes the oldest rotated files beyond `keep` (another process may remove them first). */
+  private pruneOldFiles(): void {
+    const dir = path.dirname(this.file);
+    const prefix = `${path.basename(this.file)}.`;
+    const old = fs.readdirSync(dir)
+      .filter((name) => name.startsWith(prefix) && ROTATED_SUFFIX.test(name.slice(prefix.length)))
+      .sort();
+    for (const name of old.slice(0, Math.max(0, old.length - this.rotation.keep))) {
+      try {
+        fs.unlinkSync(path.join(dir, name));
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+    }
   }
 
   private pump(): void {
     this.writing = true;
-    const data = this.take();
+    const data = this.take(this.prepare(true));
     const writeFrom = (offset: number): void => {
       fs.write(this.fd, data, offset, data.length - offset, null, (err, written) => {
         if (err) {
           this.failed = true;
           this.pending = [];
-          process.stderr.write(`boinc-gahp: debug log write failed: ${err.message}\n`);
+          process.stderr.write(`boinc-gahp: log write failed: ${err.message}\n`);
         } else if (offset + written < data.length) {
           writeFrom(offset + written);
           return;
@@ -88,12 +217,25 @@ class AsyncFileSink implements LogSink {
   }
 
   private writeRestSync(): void {
-    if (this.failed || (this.pending.length === 0 && this.dropped === 0)) return;
+    if (this.failed) return;
     try {
-      fs.writeSync(this.fd, this.take());
+      // A write still in flight holds the open file: then no rotating (nothing is lost, the file just runs over).
+      while (this.pending.length > 0 || this.dropped > 0) fs.writeSync(this.fd, this.take(this.prepare(!this.writing)));
     } catch {
       // Exiting anyway.
     }
+  }
+}
+
+/** A rotated file's suffix after `<log>.`: UTC time to the millisecond, then the pid. */
+const ROTATED_SUFFIX = /^\d{8}T\d{6}\.\d{3}Z\.\d+$/;
+
+function statOrNull(file: string): fs.Stats | null {
+  try {
+    return fs.statSync(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
   }
 }
 
@@ -106,7 +248,7 @@ export class Logger {
   /** Whether the lines go to stderr (--debug): a warning for the user is then printed once, by the log. */
   writesToStderr = false;
 
-  constructor(private readonly sink: LogSink | null = null, level: LogLevel = 'debug') {
+  constructor(private readonly sink: LogSink | null = null, level: LogLevel = DEFAULT_LOG_LEVEL) {
     this.threshold = LEVELS[level];
   }
 
@@ -115,13 +257,12 @@ export class Logger {
     return new Logger(null);
   }
 
-  /** Appends to a file (created 0600: logs can hold job names and paths). Opening fails at once. */
-  static toFile(path: string, level: LogLevel = 'debug'): Logger {
-    const fd = fs.openSync(path, 'a', 0o600);
-    return new Logger(new AsyncFileSink(fd), level);
+  /** Appends to a file (created 0600), rotated by size. Opening fails at once. */
+  static toFile(file: string, level: LogLevel = DEFAULT_LOG_LEVEL, rotation: LogRotation = DEFAULT_LOG_ROTATION): Logger {
+    return new Logger(new AsyncFileSink(file, rotation), level);
   }
 
-  static toStderr(level: LogLevel = 'debug'): Logger {
+  static toStderr(level: LogLevel = DEFAULT_LOG_LEVEL): Logger {
     // A closed stderr must not become an unhandled 'error' event (a crash).
     if (process.stderr.listenerCount('error') === 0) process.stderr.on('error', () => undefined);
     const log = new Logger({ write: (line) => process.stderr.write(line) }, level);

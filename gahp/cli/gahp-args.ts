@@ -12,15 +12,18 @@
  */
 import { parseArgs } from 'node:util';
 import type { GlobalOptions } from './options.js';
+import { parseLogSize } from '../log.js';
 import { parsePhpSize } from '../../boinc-rpc/upload-limits.js';
 
-type Kind = 'string' | 'boolean' | 'level' | 'positive' | 'nonNegative' | 'positiveInt' | 'phpSize';
+type Kind = 'string' | 'boolean' | 'level' | 'positive' | 'nonNegative' | 'positiveInt' | 'phpSize' | 'logSize';
 
 /** The global options of the GAHP itself: name, kind, environment variable (as in program.ts). */
 const OPTIONS: ReadonlyArray<{ name: string; key: keyof GlobalOptions | 'protocol'; kind: Kind; env?: string }> = [
   { name: 'state-dir', key: 'stateDir', kind: 'string', env: 'BOINC_GAHP_STATE_DIR' },
   { name: 'log', key: 'log', kind: 'string', env: 'BOINC_GAHP_LOG' },
   { name: 'log-level', key: 'logLevel', kind: 'level', env: 'BOINC_GAHP_LOG_LEVEL' },
+  { name: 'max-log', key: 'maxLog', kind: 'logSize', env: 'BOINC_GAHP_MAX_LOG' },
+  { name: 'max-num-log', key: 'maxNumLog', kind: 'positiveInt', env: 'BOINC_GAHP_MAX_NUM_LOG' },
   { name: 'debug', key: 'debug', kind: 'boolean' },
   { name: 'project-url', key: 'projectUrl', kind: 'string', env: 'BOINC_GAHP_PROJECT_URL' },
   { name: 'authenticator-file', key: 'authenticatorFile', kind: 'string', env: 'BOINC_GAHP_AUTHENTICATOR_FILE' },
@@ -56,8 +59,9 @@ function convert(kind: Kind, text: string): string | number | undefined {
       return Number.isInteger(n) && n > 0 ? n : undefined;
     }
     case 'phpSize':
+    case 'logSize':
       try {
-        return parsePhpSize(text);
+        return kind === 'phpSize' ? parsePhpSize(text) : parseLogSize(text);
       } catch {
         return undefined;
       }
@@ -85,7 +89,7 @@ export function plainGahpOptions(args: readonly string[], env: NodeJS.ProcessEnv
   } catch {
     return undefined;
   }
-  const out: Record<string, unknown> = { logLevel: 'debug' };
+  const out: Record<string, unknown> = {};
   for (const o of OPTIONS) {
     const given = values[o.name];
     if (o.kind === 'boolean') {

@@ -6,7 +6,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Logger, type LogLevel } from '../log.js';
+import { DEFAULT_LOG_LEVEL, DEFAULT_LOG_ROTATION, Logger, type LogLevel } from '../log.js';
 import type { GahpRunOptions } from './run-gahp.js';
 import { defaultStateDir } from '../settings.js';
 import type { NetworkSettings } from '../../boinc-rpc/network.js';
@@ -21,6 +21,10 @@ export interface GlobalOptions {
   stateDir?: string;
   log?: string;
   logLevel?: LogLevel;
+  /** Rotate the --log file past this many bytes (0: never); like HTCondor's MAX_<SUBSYS>_LOG. */
+  maxLog?: number;
+  /** Rotated log files kept; like HTCondor's MAX_NUM_<SUBSYS>_LOG. */
+  maxNumLog?: number;
   debug?: boolean;
   projectUrl?: string;
   authenticatorFile?: string;
@@ -43,8 +47,9 @@ export interface GlobalOptions {
 export type GahpCliOptions = GlobalOptions & { protocol?: boolean; interactive?: boolean };
 
 export function makeLogger(g: GlobalOptions): Logger {
-  const level = g.logLevel ?? 'debug';
-  if (g.log) return Logger.toFile(g.log, level);
+  // --debug is for watching a GAHP at work: everything, unless a level is given.
+  const level = g.logLevel ?? (g.debug && !g.log ? 'debug' : DEFAULT_LOG_LEVEL);
+  if (g.log) return Logger.toFile(g.log, level, { maxBytes: g.maxLog ?? DEFAULT_LOG_ROTATION.maxBytes, keep: g.maxNumLog ?? DEFAULT_LOG_ROTATION.keep });
   if (g.debug) return Logger.toStderr(level);
   return Logger.silent();
 }

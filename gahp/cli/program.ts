@@ -11,6 +11,7 @@ import { UsageError } from '../settings.js';
 import { abortCmd, fetchCmd, leaseCmd, pingCmd, queryCmd, retireCmd, statusCmd } from './subcommands.js';
 import { SubmitFileError } from './submit-file.js';
 import { parsePhpSize } from '../../boinc-rpc/upload-limits.js';
+import { DEFAULT_LOG_LEVEL, DEFAULT_LOG_ROTATION, parseLogSize } from '../log.js';
 
 /** A commander argParser for a number: `ok` says whether it is one, else a usage error says what was expected. */
 function numberArg(what: string, expected: string, ok: (n: number, v: string) => boolean) {
@@ -26,11 +27,11 @@ const nonNegativeNumber = (what: string) =>
   numberArg(what, 'a number of seconds (0: none)', (n, v) => v.trim() !== '' && Number.isFinite(n) && n >= 0);
 const positiveInt = (what: string) => numberArg(what, 'a positive integer', (n) => Number.isInteger(n) && n > 0);
 
-/** A php.ini size (8M, 2M, 512K, 1G, bytes), as the project's php.ini says it. */
-function phpSize(what: string) {
+/** A size as php.ini says it (8M, 2M, 512K, 1G, bytes), read by `parse` (parsePhpSize, parseLogSize). */
+function sizeArg(what: string, parse: (text: string) => number = parsePhpSize) {
   return (v: string): number => {
     try {
-      return parsePhpSize(v);
+      return parse(v);
     } catch (err) {
       throw new UsageError(`${what}: ${(err as Error).message}`);
     }
@@ -57,9 +58,11 @@ function programWithGlobalOptions(): Command {
     .exitOverride()
     .showHelpAfterError('(add --help for usage)')
     .addOption(new Option('--state-dir <dir>', 'ledger, cluster ids and hash cache (default $XDG_STATE_HOME/boinc-gahp)').env('BOINC_GAHP_STATE_DIR'))
-    .addOption(new Option('--log <file>', 'append a debug log to this file').env('BOINC_GAHP_LOG'))
-    .addOption(new Option('--log-level <level>', 'log detail').choices(['error', 'warn', 'info', 'debug']).default('debug').env('BOINC_GAHP_LOG_LEVEL'))
-    .addOption(new Option('--debug', 'write the debug log to stderr'))
+    .addOption(new Option('--log <file>', 'append a log to this file (rotated by size: --max-log, --max-num-log)').env('BOINC_GAHP_LOG'))
+    .addOption(new Option('--log-level <level>', `log detail (default ${DEFAULT_LOG_LEVEL}; debug: every protocol line and RPC)`).choices(['error', 'warn', 'info', 'debug']).env('BOINC_GAHP_LOG_LEVEL'))
+    .addOption(new Option('--max-log <size>', `rotate the log file past this size, e.g. 10M (0: never), like HTCondor's MAX_<SUBSYS>_LOG (default ${DEFAULT_LOG_ROTATION.maxBytes / 1024 ** 2}M)`).env('BOINC_GAHP_MAX_LOG').argParser(sizeArg('--max-log', parseLogSize)))
+    .addOption(new Option('--max-num-log <n>', `rotated log files kept, like HTCondor's MAX_NUM_<SUBSYS>_LOG (default ${DEFAULT_LOG_ROTATION.keep})`).env('BOINC_GAHP_MAX_NUM_LOG').argParser(positiveInt('--max-num-log')))
+    .addOption(new Option('--debug', 'without --log: write the log to stderr, at level debug unless --log-level is given'))
     .addOption(new Option('--project-url <url>', 'BOINC project URL (pre-selects it, like BOINC_SELECT_PROJECT)').env('BOINC_GAHP_PROJECT_URL'))
     .addOption(new Option('--authenticator-file <file>', 'file holding the account authenticator').env('BOINC_GAHP_AUTHENTICATOR_FILE'))
     .addOption(new Option('--rpc-timeout <seconds>', 'timeout of one BOINC RPC').env('BOINC_GAHP_RPC_TIMEOUT').argParser(positiveNumber('--rpc-timeout')))
@@ -69,8 +72,8 @@ function programWithGlobalOptions(): Command {
     .addOption(new Option('--no-proxy <list>', 'hosts reached without the proxy, overriding no_proxy (comma list: names and their subdomains, IPs, CIDR, host:port, *)').env('BOINC_GAHP_NO_PROXY'))
     .addOption(new Option('--ca-file <pem>', 'trust the CA certificates in this PEM file too (besides node\'s and the system\'s)').env('BOINC_GAHP_CA_FILE'))
     .addOption(new Option('--max-file-uploads <n>', "the project's PHP max_file_uploads: most files per upload request (default 20)").env('BOINC_GAHP_MAX_FILE_UPLOADS').argParser(positiveInt('--max-file-uploads')))
-    .addOption(new Option('--post-max-size <size>', "the project's PHP post_max_size, e.g. 8M: largest upload request (default 8M)").env('BOINC_GAHP_POST_MAX_SIZE').argParser(phpSize('--post-max-size')))
-    .addOption(new Option('--upload-max-filesize <size>', "the project's PHP upload_max_filesize, e.g. 2M: largest input file (default 2M)").env('BOINC_GAHP_UPLOAD_MAX_FILESIZE').argParser(phpSize('--upload-max-filesize')))
+    .addOption(new Option('--post-max-size <size>', "the project's PHP post_max_size, e.g. 8M: largest upload request (default 8M)").env('BOINC_GAHP_POST_MAX_SIZE').argParser(sizeArg('--post-max-size')))
+    .addOption(new Option('--upload-max-filesize <size>', "the project's PHP upload_max_filesize, e.g. 2M: largest input file (default 2M)").env('BOINC_GAHP_UPLOAD_MAX_FILESIZE').argParser(sizeArg('--upload-max-filesize')))
     .addOption(new Option('--protocol', 'speak the raw protocol even on a terminal (no interactive prompt)'))
     .addOption(new Option('--interactive', 'use the interactive prompt even when stdin is not a terminal'));
 }

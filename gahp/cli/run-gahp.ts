@@ -11,7 +11,7 @@ import { boincCommands } from '../commands/index.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';
 import { AppTemplateMemory } from '../app-templates.js';
 import { BoincClient } from '../../boinc-rpc/client.js';
-import { gahpBanner } from '../version.js';
+import { GAHP_VERSION, gahpBanner } from '../version.js';
 import { defaultStateDir } from '../settings.js';
 import { chooseStateDir, type StateDirError } from '../state-dir.js';
 import type { GahpConfig, GahpServices } from '../services.js';
@@ -132,6 +132,7 @@ export interface RunningGahp {
 /** Assembles and starts a GAHP on the given streams (stdin/stdout by default). */
 export function startGahp(opts: GahpRunOptions = {}): RunningGahp {
   const services = createServices(opts);
+  services.log.info(`boinc-gahp ${GAHP_VERSION} started, pid ${process.pid}, state directory ${services.config.stateDir ?? 'none (kept in memory)'}`);
   const commands = boincCommands(services);
   let onExit: (code: number) => void = () => undefined;
   const exited = new Promise<number>((resolve) => { onExit = resolve; });

@@ -309,7 +309,8 @@ export class GahpServer {
       if (deadline?.expired && !this.abort.signal.aborted && !text.includes(deadline.reason)) text = `${deadline.reason}: ${text}`;
       text = this.safeMessage(text);
       tokens = [text];
-      this.log.debug(`${command.name} ${reqId} failed: ${text}`);
+      // At info: a failed command is what an admin looks for when jobs are held.
+      this.log.info(`${command.name} ${reqId} failed: ${text}`);
     } finally {
       deadline?.dispose();
     }

@@ -15,7 +15,7 @@ test('auth_str values and <authenticator> elements are hidden, whatever their va
 
 test('the protocol layer\'s logger knows no BOINC format; the GAHP\'s services register the rule', async () => {
   const lines: string[] = [];
-  const log = new Logger({ write: (l) => lines.push(l) });
+  const log = new Logger({ write: (l) => lines.push(l) }, 'debug');
   log.debug(line);
   expect(lines[0]).toContain('auth_str=0123abcd');
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'redact-'));

@@ -13,21 +13,23 @@ import { createServices, DEFAULT_COMMAND_TIMEOUT_MS } from '../../gahp/cli/run-g
 import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
 
 test('plain GAHP lines and BOINC_GAHP_* variables are read as commander would', () => {
-  expect(plainGahpOptions([], {}, false)).toEqual({ logLevel: 'debug' });
+  expect(plainGahpOptions([], {}, false)).toEqual({});
   expect(plainGahpOptions(['--state-dir', '/s', '--log=/l', '--log-level', 'info', '--debug', '--rpc-timeout', '2.5', '--concurrency', '3', '--protocol'], {}, true)).toEqual({
     stateDir: '/s', log: '/l', logLevel: 'info', debug: true, rpcTimeout: 2.5, concurrency: 3, protocol: true,
   });
   expect(plainGahpOptions(['--state-dir', '/cli'], { BOINC_GAHP_STATE_DIR: '/env', BOINC_GAHP_COMMAND_TIMEOUT: '60', BOINC_GAHP_PROJECT_URL: 'http://p/', BOINC_GAHP_AUTHENTICATOR_FILE: '/a' }, false)).toEqual({
-    stateDir: '/cli', commandTimeout: 60, projectUrl: 'http://p/', authenticatorFile: '/a', logLevel: 'debug',
+    stateDir: '/cli', commandTimeout: 60, projectUrl: 'http://p/', authenticatorFile: '/a',
   });
-  expect(plainGahpOptions(['--proxy', 'http://p:3128', '--ca-file', '/ca.pem'], {}, false)).toEqual({ proxy: 'http://p:3128', caFile: '/ca.pem', logLevel: 'debug' });
-  expect(plainGahpOptions([], { BOINC_GAHP_PROXY: '', BOINC_GAHP_NO_PROXY: '.example.org', BOINC_GAHP_CA_FILE: '/ca.pem' }, false)).toEqual({ proxy: '', noProxy: '.example.org', caFile: '/ca.pem', logLevel: 'debug' });
+  expect(plainGahpOptions(['--proxy', 'http://p:3128', '--ca-file', '/ca.pem'], {}, false)).toEqual({ proxy: 'http://p:3128', caFile: '/ca.pem' });
+  expect(plainGahpOptions([], { BOINC_GAHP_PROXY: '', BOINC_GAHP_NO_PROXY: '.example.org', BOINC_GAHP_CA_FILE: '/ca.pem' }, false)).toEqual({ proxy: '', noProxy: '.example.org', caFile: '/ca.pem' });
+  expect(plainGahpOptions(['--max-log', '0', '--max-num-log', '2'], { BOINC_GAHP_MAX_LOG: '1M' }, false)).toEqual({ maxLog: 0, maxNumLog: 2 });
+  expect(plainGahpOptions([], { BOINC_GAHP_MAX_LOG: '512K', BOINC_GAHP_MAX_NUM_LOG: '7' }, false)).toEqual({ maxLog: 512 * 1024, maxNumLog: 7 });
   // The option that opened connections ahead is gone: commander rejects it.
   expect(plainGahpOptions(['--connect-ahead', '2'], {}, false)).toBeUndefined();
 });
 
 test('--command-timeout: 0 means none; without it the GAHP stops a command just before the gridmanager\'s 300 s call timeout', async () => {
-  expect(plainGahpOptions(['--command-timeout', '0'], {}, false)).toEqual({ commandTimeout: 0, logLevel: 'debug' });
+  expect(plainGahpOptions(['--command-timeout', '0'], {}, false)).toEqual({ commandTimeout: 0 });
   expect(plainGahpOptions(['--command-timeout', '-1'], {}, false)).toBeUndefined();
   expect(plainGahpOptions(['--command-timeout', ''], {}, false)).toBeUndefined();
   const dir = makeTempDir('boinc-gahp-args-');
@@ -52,7 +54,7 @@ test('--command-timeout: 0 means none; without it the GAHP stops a command just 
 });
 
 test('anything else is left to commander', () => {
-  for (const args of [['ping'], ['--help'], ['-V'], ['--version'], ['--interactive'], ['--nope'], ['--rpc-timeout', '0'], ['--rpc-timeout', 'soon'], ['--concurrency', '1.5'], ['--log-level', 'loud'], ['--state-dir'], ['status', '--json']]) {
+  for (const args of [['ping'], ['--help'], ['-V'], ['--version'], ['--interactive'], ['--nope'], ['--rpc-timeout', '0'], ['--rpc-timeout', 'soon'], ['--concurrency', '1.5'], ['--log-level', 'loud'], ['--max-log', '10 MB'], ['--max-num-log', '0'], ['--state-dir'], ['status', '--json']]) {
     expect({ args, got: plainGahpOptions(args, {}, false) }).toEqual({ args, got: undefined });
   }
   expect(plainGahpOptions([], { BOINC_GAHP_RPC_TIMEOUT: '-1' }, false)).toBeUndefined();

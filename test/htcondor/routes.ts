@@ -58,7 +58,7 @@ export function gahpRoute(ctx: RouteContext): Route {
     wrapper,
     '#!/bin/sh\n' +
       `exec '${quotable(process.execPath)}' '${quotable(path.join(ctx.repoDir, 'bin/boinc-gahp'))}' ` +
-      `--log '${quotable(log)}' --state-dir '${quotable(stateDir)}' "$@"\n`,
+      `--log '${quotable(log)}' --log-level debug --state-dir '${quotable(stateDir)}' "$@"\n`,
     { mode: 0o755 },
   );
   return {

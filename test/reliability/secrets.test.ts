@@ -112,7 +112,7 @@ describe('the authenticator stays secret', () => {
     const authFile = path.join(env.dir, 'authenticator');
     fs.writeFileSync(authFile, auth + '\n', { mode: 0o600 });
     const cliLog = path.join(stateDir, 'cli.log');
-    const common = ['--state-dir', stateDir, '--log', cliLog, '--project-url', env.server.url, '--authenticator-file', authFile];
+    const common = ['--state-dir', stateDir, '--log', cliLog, '--log-level', 'debug', '--project-url', env.server.url, '--authenticator-file', authFile];
     const iwd2 = path.join(outRoot, 'cli');
     fs.mkdirSync(iwd2);
     const cli = [

@@ -20,7 +20,7 @@ export interface GahpStartOptions {
   env?: NodeJS.ProcessEnv;
   /** State directory (default: a fresh temp dir, removed by close()). */
   stateDir?: string;
-  /** Debug log file path (passed as --log). */
+  /** Debug log file path (passed as --log, with --log-level debug). */
   logFile?: string;
   /** Working directory of the process (default: inherited). */
   cwd?: string;
@@ -83,7 +83,7 @@ export class GahpProcess {
 
   static async start(opts: GahpStartOptions = {}): Promise<GahpProcess> {
     const stateDir = opts.stateDir ?? makeTempDir('boinc-gahp-state-');
-    const args = [GAHP_BIN, '--state-dir', stateDir, ...(opts.logFile ? ['--log', opts.logFile] : []), ...(opts.args ?? [])];
+    const args = [GAHP_BIN, '--state-dir', stateDir, ...(opts.logFile ? ['--log', opts.logFile, '--log-level', 'debug'] : []), ...(opts.args ?? [])];
     const child = spawn(process.execPath, args, {
       env: { ...withoutProxies(process.env), ...opts.env },
       stdio: ['pipe', 'pipe', 'pipe'],

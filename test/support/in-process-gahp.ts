@@ -44,7 +44,7 @@ export class InProcessGahp {
       output: this.output,
       commands,
       banner: TEST_BANNER,
-      log: new Logger(sink),
+      log: new Logger(sink, 'debug'),
       onExit: (code) => {
         this.exitCode = code;
         onExit(code);

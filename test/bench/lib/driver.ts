@@ -98,7 +98,7 @@ export class GahpDriver {
     // BENCH_GAHP_LOG_DIR=<dir>: each GAHP writes its debug log there (for diagnosis; the
     // log costs time, so figures taken with it are not comparable).
     const logDir = process.env.BENCH_GAHP_LOG_DIR;
-    const logArgs = logDir ? ['--log', path.join(logDir, `gahp-${process.pid}-${++started}.log`)] : [];
+    const logArgs = logDir ? ['--log', path.join(logDir, `gahp-${process.pid}-${++started}.log`), '--log-level', 'debug'] : [];
     // BENCH_GAHP_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/x": node flags for each GAHP.
     const nodeArgs = (process.env.BENCH_GAHP_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0);
     const [file, ...args] = opts.command ?? [process.execPath, ...nodeArgs, opts.bin ?? GAHP_BIN, '--state-dir', stateDir, ...logArgs, ...(opts.args ?? [])];
