@@ -77,14 +77,21 @@ class AsyncFileSink implements LogSink {
   /** Beyond this much unwritten text, lines are dropped (and counted) rather than kept. */
   private static readonly MAX_PENDING_CHARS = 32 * 1024 * 1024;
 
-  constructor(private readonly file: string, private readonly rotation: LogRotation) {
-    this.fd = AsyncFileSink.open(file);
+  constructor(private readonly file: string, private readonly rotation: LogRotation, private readonly mode: number) {
+    this.fd = this.open();
     process.on('exit', () => this.writeRestSync());
   }
 
-  /** Opens for appending, creating the file 0600 (logs can hold job names and paths). */
-  private static open(file: string): number {
-    return fs.openSync(file, 'a', 0o600);
+  /** Opens for appending; a file it creates gets exactly `mode`, whatever the umask. */
+  private open(): number {
+    try {
+      const fd = fs.openSync(this.file, 'ax', this.mode);
+      fs.fchmodSync(fd, this.mode);
+      return fd;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      return fs.openSync(this.file, 'a');
+    }
   }
 
   write(line: string): void {
@@ -152,7 +159,7 @@ class AsyncFileSink implements LogSink {
   }
 
   private reopen(): void {
-    const fd = AsyncFileSink.open(this.file);
+    const fd = this.open();
     fs.closeSync(this.fd);
     this.fd = fd;
   }
@@ -257,9 +264,12 @@ export class Logger {
     return new Logger(null);
   }
 
-  /** Appends to a file (created 0600), rotated by size. Opening fails at once. */
-  static toFile(file: string, level: LogLevel = DEFAULT_LOG_LEVEL, rotation: LogRotation = DEFAULT_LOG_ROTATION): Logger {
-    return new Logger(new AsyncFileSink(file, rotation), level);
+  /**
+   * Appends to a file, rotated by size. Files it creates get `mode`: 0600 by default, as
+   * logs can hold job names and paths. Opening fails at once.
+   */
+  static toFile(file: string, level: LogLevel = DEFAULT_LOG_LEVEL, rotation: LogRotation = DEFAULT_LOG_ROTATION, mode = 0o600): Logger {
+    return new Logger(new AsyncFileSink(file, rotation, mode), level);
   }
 
   static toStderr(level: LogLevel = DEFAULT_LOG_LEVEL): Logger {

@@ -5,10 +5,9 @@
  * this side reads blah.config itself, as text, from where blahpd reads it. Variables
  * already in blahpd's environment are used when blah.config lacks the key.
  */
-import * as fs from 'node:fs';
 import { defaultStateDir, readAuthenticator } from '../settings.js';
 import { BLAH_CONFIG_KEYS, blahConfigFile, blahpdHomeFromEnv, ENV, LOADED_CONFIG_ENV, readBlahConfig } from '../blahp-location.js';
-import { Logger, type LogLevel } from '../log.js';
+import { DEFAULT_LOG_ROTATION, Logger, type LogLevel } from '../log.js';
 import { blahpPaths, type BlahpPaths } from './state.js';
 
 /** A missing or bad configuration: the script fails with this message, nothing is done. */
@@ -108,28 +107,14 @@ export function authenticatorOf(cfg: BlahpConfig): string {
 
 /**
  * The log is one file that every job owner's scripts append to (docs/blahp.md, "The
- * log"): a script that creates it makes it group-writable (0660 whatever the umask; the
- * group is the directory's when that is set-group-ID), not 0600 for the first owner alone.
+ * log"): a script that creates it, or a new one when it rotates, makes it group-writable
+ * (0660 whatever the umask; the group is the directory's when that is set-group-ID), not
+ * 0600 for the first owner alone.
  */
-function createSharedLog(file: string): void {
-  let fd: number;
-  try {
-    fd = fs.openSync(file, 'wx', 0o660);
-  } catch {
-    return; // there already (or not creatable: opening it below says so)
-  }
-  try {
-    fs.fchmodSync(fd, 0o660);
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
 export function loggerOf(cfg: BlahpConfig): Logger {
   if (!cfg.logFile) return Logger.silent();
   try {
-    createSharedLog(cfg.logFile);
-    return Logger.toFile(cfg.logFile, cfg.logLevel);
+    return Logger.toFile(cfg.logFile, cfg.logLevel, DEFAULT_LOG_ROTATION, 0o660);
   } catch {
     // A log that cannot be opened must not fail the job.
     return Logger.silent();

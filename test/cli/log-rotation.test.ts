@@ -59,6 +59,8 @@ test('a log driven past --max-log rotates into old files and keeps every line, n
   expect(files.length).toBeGreaterThan(5);
   for (const f of files.slice(0, -1)) expect(f.name).toMatch(/^gahp\.log\.\d{8}T\d{6}\.\d{3}Z\.\d+$/);
   for (const f of files) expect(f.bytes).toBeLessThanOrEqual(16 * 1024);
+  // Each new file is made as the first was: private to its owner.
+  for (const f of files) expect((fs.statSync(path.join(dir, f.name)).mode & 0o777).toString(8)).toBe('600');
   const all = files.map((f) => f.text).join('');
   // Every request in order, each line whole; the start line first and the shutdown last.
   expect(requestNumbers(all, 'LINE')).toEqual(range(1, 3000));
