@@ -65,19 +65,22 @@ url=$(sed -n 's/^project URL: //p' "$work/server.out")
 echo "project URL: $url"
 (umask 077 && sed -n 's/^authenticator: //p' "$work/server.out" > "$work/project.auth")
 
-# blahp is not installed here, so there is no blah_load_config.sh to read /etc/blah.config:
-# the boinc_* values are given as the shell variables it would set from blah.config.
+# blahp is not installed here, so there is no blah_load_config.sh beside the scripts: they
+# read blah.config themselves, from where blahpd would (here: BLAHPD_CONFIG_LOCATION).
+printf 'supported_lrms=boinc\nboinc_project_url=%s\nboinc_authenticator_file=%s\nboinc_state_dir=%s\n' \
+  "$url" "$work/project.auth" "$work/state" > "$work/blah.config"
 ping() {
-  step "boinc_project_url=$url boinc_authenticator_file=$work/project.auth boinc_state_dir=$work/state /usr/libexec/blahp/boinc_ping.sh"
-  (cd "$work" && env boinc_project_url="$url" boinc_authenticator_file="$work/project.auth" boinc_state_dir="$work/state" /usr/libexec/blahp/boinc_ping.sh)
+  step "BLAHPD_CONFIG_LOCATION=$work/blah.config /usr/libexec/blahp/boinc_ping.sh"
+  (cd "$work" && env BLAHPD_CONFIG_LOCATION="$work/blah.config" /usr/libexec/blahp/boinc_ping.sh)
   echo "exit $?"
 }
 ping
-# boinc-gahp's own check of the set-up. blahp is not installed here and there is no
-# /etc/blah.config, so that check fails (exit 1); the line to read is the BLAHP scripts'.
-step boinc-gahp --project-url "$url" --authenticator-file "$work/project.auth" doctor --blahp /usr/libexec/blahp
+# boinc-gahp's own check of the set-up, with that blah.config (blahp itself is not
+# installed here: a line that needs HTCondor may fail; the lines to read are the BLAHP
+# scripts' and blah.config's).
+step BLAHPD_CONFIG_LOCATION="$work/blah.config" boinc-gahp doctor --blahp /usr/libexec/blahp
 set +e
-(cd "$work" && BOINC_GAHP_STATE_DIR="$work/state" timeout 120 boinc-gahp --project-url "$url" --authenticator-file "$work/project.auth" doctor --blahp /usr/libexec/blahp)
+(cd "$work" && BLAHPD_CONFIG_LOCATION="$work/blah.config" timeout 120 boinc-gahp doctor --blahp /usr/libexec/blahp)
 echo "exit $?"
 set -e
 kill "$server_pid"

@@ -87,7 +87,7 @@ export function helpToMan(helpText, where) {
   out.push(
     '.SH FILES',
     '.TP', `.I ${roff(where.libDir)}`, 'the program, with the Node.js modules it runs on',
-    '.TP', `.I ${roff(where.blahpDir)}/boinc_*.sh`, 'BOINC as a BLAHP batch system (blahpd runs them); their settings are the boinc_* lines of /etc/blah.config',
+    '.TP', `.I ${roff(where.blahpDir)}/boinc_*.sh`, 'BOINC as a BLAHP batch system, for blahpd of HTCondor\'s own packages (an HTCondor under a prefix: boinc-gahp blahp install); their settings are the boinc_* lines of blah.config (boinc-gahp blahp where names it)',
     '.SH SEE ALSO',
     `${roff(where.docDir)}/README.md and ${roff(where.docDir)}/docs/ (docs/blahp.md: the BLAHP scripts).`,
   );

@@ -50,7 +50,7 @@ interface DoctorRun extends RunResult {
 
 /**
  * Runs `bin/boinc-gahp [globals] doctor [args]` with no HTCondor and no blahp unless `env`
- * says otherwise (BLAHPD_LOCATION points into the temp dir, so /usr/libexec/blahp is not looked at).
+ * says otherwise (BLAHPD_LOCATION and GLITE_LOCATION point into the temp dir, so /usr/libexec/blahp is not looked at).
  */
 async function doctor(args: string[], o: { auth?: string; url?: string; globals?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<DoctorRun> {
   const globals = [
@@ -59,7 +59,7 @@ async function doctor(args: string[], o: { auth?: string; url?: string; globals?
     '--authenticator-file', o.auth ?? authFile,
     ...(o.globals ?? []),
   ];
-  const env = { PATH: noTools, BLAHPD_LOCATION: path.join(dir, 'no-blahp'), BLAHPD_CONFIG_LOCATION: path.join(dir, 'no-blah.config'), ...o.env };
+  const env = { PATH: noTools, BLAHPD_LOCATION: path.join(dir, 'no-blahp'), GLITE_LOCATION: path.join(dir, 'no-blahp'), BLAHPD_CONFIG_LOCATION: path.join(dir, 'no-blah.config'), ...o.env };
   const r = await runCli([...globals, 'doctor', ...args], { cwd: dir, env });
   for (const secret of [server.authenticator]) {
     expect(r.stdout).not.toContain(secret);
