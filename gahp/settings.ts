@@ -1,7 +1,7 @@
 /**
  * Settings every front end (the CLI, the BLAHP scripts) reads the same way: the default
- * state directory and the authenticator file. Below both front ends, so neither imports
- * the other. Kept free of heavy imports: the BLAHP scripts' status calls start a process
+ * state directory, the project URL and the authenticator file, and the words of their
+ * problems (doctor's). Below both front ends, so neither imports the other. Kept free of heavy imports: the BLAHP scripts' status calls start a process
  * per job and load only this much before answering from the shared snapshot.
  */
 import * as fs from 'node:fs';
@@ -13,21 +13,92 @@ export class UsageError extends Error {
   override name = 'UsageError';
 }
 
+/** A finding in the words of `boinc-gahp doctor`: what was checked, what was found, the fix. */
+export function describeProblem(what: string, found: string, fix: string): string {
+  return `${what}: ${found}  -> fix: ${fix}`;
+}
+
+/**
+ * A configuration problem (exit code 2), worded as `boinc-gahp doctor` reports it: every
+ * front end and doctor take the wording of a bad project URL or authenticator file from
+ * the functions below, so a message reads the same wherever it appears.
+ */
+export class ConfigError extends UsageError {
+  override name = 'ConfigError';
+  constructor(readonly what: string, readonly found: string, readonly fix: string) {
+    super(describeProblem(what, found, fix));
+  }
+}
+
+/** Where the command line takes the project (for the fixes). */
+export const CLI_SETTING = {
+  url: '--project-url (or BOINC_GAHP_PROJECT_URL)',
+  authenticatorFile: '--authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE)',
+} as const;
+
 /** The state directory: --state-dir, else $XDG_STATE_HOME/boinc-gahp, else ~/.local/state/boinc-gahp. */
 export function defaultStateDir(): string {
   const base = process.env.XDG_STATE_HOME || path.join(os.homedir(), '.local', 'state');
   return path.join(base, 'boinc-gahp');
 }
 
-/** Reads an authenticator file: the first non-empty line, trimmed. Never prints it. */
-export function readAuthenticator(file: string): string {
-  let text: string;
+/** Why the GAHP cannot use this project URL, or undefined when it can. */
+export function projectUrlProblem(raw: string): string | undefined {
+  const shown = JSON.stringify(raw.slice(0, 200));
+  let url: URL;
   try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new UsageError(`cannot read the authenticator file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    url = new URL(raw);
+  } catch {
+    return `${shown} is not an http(s) URL`;
   }
-  const auth = text.split(/\r?\n/).map((l) => l.trim()).find((l) => l.length > 0);
-  if (!auth) throw new UsageError(`the authenticator file ${file} is empty`);
-  return auth;
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `${shown} is not an http(s) URL`;
+  // Script names are appended to the URL: a query or fragment would swallow them.
+  if (url.search !== '' || url.hash !== '' || /[?#]/.test(raw)) return `${shown} has a query or fragment (the RPCs' script names are appended to it)`;
+  return undefined;
+}
+
+/** The project URL given through `setting`, checked; a ConfigError when there is none or it cannot be used. */
+export function checkProjectUrl(raw: string | undefined, setting: string): string {
+  const problem = raw ? projectUrlProblem(raw) : 'none given';
+  if (problem) throw new ConfigError('project URL', problem, `give ${setting} the project's master URL, e.g. https://boinc.example.org/project/`);
+  return raw!;
+}
+
+/** No authenticator file given through `setting`. */
+export function noAuthenticatorFile(setting: string): ConfigError {
+  return new ConfigError('authenticator file', 'none given', `give ${setting} the file holding the account's authenticator`);
+}
+
+export interface AuthenticatorFile {
+  /** The first non-empty line, trimmed. Never printed. */
+  authenticator: string;
+  /** Non-empty lines in the file. */
+  lines: number;
+  mode: number;
+}
+
+/** Reads an authenticator file; a ConfigError when it cannot be read or is empty. */
+export function readAuthenticatorFile(file: string): AuthenticatorFile {
+  const abs = path.resolve(file);
+  const what = `authenticator file ${abs}`;
+  let text: string;
+  let mode: number;
+  try {
+    mode = fs.statSync(abs).mode;
+    text = fs.readFileSync(abs, 'utf8');
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const fix = e.code === 'ENOENT'
+      ? `write the account's authenticator (the project web site's account keys page) into ${abs} as one line, then chmod 600 ${abs}`
+      : `make ${abs} readable by the user running boinc-gahp (and by no one else): chown that user ${abs}; chmod 600 ${abs}`;
+    throw new ConfigError(what, `cannot be read: ${e.message}`, fix);
+  }
+  const lines = text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0);
+  if (lines.length === 0) throw new ConfigError(what, 'is empty', `write the account's authenticator into ${abs} as one line`);
+  return { authenticator: lines[0]!, lines: lines.length, mode };
+}
+
+/** The authenticator in a file (never printed); a ConfigError when it cannot be had. */
+export function readAuthenticator(file: string): string {
+  return readAuthenticatorFile(file).authenticator;
 }

@@ -5,7 +5,7 @@
  * this side reads blah.config itself, as text, from where blahpd reads it. Variables
  * already in blahpd's environment are used when blah.config lacks the key.
  */
-import { defaultStateDir, readAuthenticator } from '../settings.js';
+import { checkProjectUrl, defaultStateDir, noAuthenticatorFile, readAuthenticator } from '../settings.js';
 import { BLAH_CONFIG_KEYS, blahConfigFile, blahpdHomeFromEnv, ENV, LOADED_CONFIG_ENV, readBlahConfig } from '../blahp-location.js';
 import { DEFAULT_LOG_ROTATION, Logger, type LogLevel } from '../log.js';
 import { blahpPaths, type BlahpPaths } from './state.js';
@@ -71,9 +71,16 @@ export function loadConfig(given: NodeJS.ProcessEnv = process.env, needProject =
   let projectUrl = env[ENV.projectUrl]?.trim() ?? '';
   const authenticatorFile = env[ENV.authenticatorFile]?.trim() ?? '';
   if (needProject) {
-    if (projectUrl === '') throw new BlahpConfigError(`no BOINC project configured: ${unread ?? `set boinc_project_url in ${where}`}`);
-    if (!/^https?:\/\/[^\s]+$/.test(projectUrl)) throw new BlahpConfigError(`boinc_project_url must be an http(s) URL, got ${JSON.stringify(projectUrl.slice(0, 100))}`);
-    if (authenticatorFile === '') throw new BlahpConfigError(`no BOINC account configured: ${unread ?? `set boinc_authenticator_file in ${where}`}`);
+    if (unread && (projectUrl === '' || authenticatorFile === '')) {
+      throw new BlahpConfigError(`no BOINC ${projectUrl === '' ? 'project' : 'account'} configured: ${unread}`);
+    }
+    // In the words of doctor and the other front ends (settings.ts).
+    try {
+      checkProjectUrl(projectUrl, `boinc_project_url in ${where}`);
+      if (authenticatorFile === '') throw noAuthenticatorFile(`boinc_authenticator_file in ${where}`);
+    } catch (err) {
+      throw new BlahpConfigError((err as Error).message);
+    }
   }
   if (projectUrl !== '' && !projectUrl.endsWith('/')) projectUrl += '/';
   const stateDir = env[ENV.stateDir]?.trim() || defaultStateDir();

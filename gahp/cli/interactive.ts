@@ -15,6 +15,7 @@ import type { GahpRunOptions } from './run-gahp.js';
 import { GAHP_VERSION } from '../version.js';
 import { makeDirs } from '../dirs.js';
 import { replaceFileSync } from '../state-files.js';
+import { checkProjectUrl, readAuthenticator } from '../settings.js';
 
 /** Help for the protocol's own commands (the BOINC_* ones come from their Command objects). */
 export const PROTOCOL_HELP: Array<{ name: string; usage: string; summary: string }> = [
@@ -70,8 +71,8 @@ export function splitReqId(command: AsyncCommand, args: string[]): { reqId?: str
   return { args };
 }
 
-/** A result as a person reads it. */
-export function describeResult(command: string | undefined, tokens: string[]): string[] {
+/** A result as a person reads it; `args` are the request's arguments (after the reqid). */
+export function describeResult(command: string | undefined, tokens: string[], args: string[] = []): string[] {
   const label = command ?? 'request';
   // An error message keeps its line breaks (the server's text as it was): one line each.
   if (tokens[0] !== 'NULL') return asLines(`${label} failed: ${tokens.join(' ') || '(no message)'}`).split('\n');
@@ -82,12 +83,15 @@ export function describeResult(command: string | undefined, tokens: string[]): s
       break;
     case 'BOINC_QUERY_BATCHES': {
       const lines = [`${label} ok: server time ${rest[0] ?? '?'}`];
+      // The result lists the batches in the order asked, without their names: name them.
+      const names = args.slice(2);
       let i = 1;
-      let b = 1;
+      let b = 0;
       while (i < rest.length) {
         const n = Number(rest[i++]);
         if (!Number.isFinite(n)) break;
-        lines.push(`  batch ${b++}: ${n} job${n === 1 ? '' : 's'} changed`);
+        lines.push(`  ${names[b] ?? `batch #${b + 1} asked`}: ${n} job${n === 1 ? '' : 's'} changed`);
+        b++;
         for (let k = 0; k < n && i + 1 < rest.length + 1; k++, i += 2) lines.push(`    ${rest[i]}  ${rest[i + 1]}`);
       }
       return lines;
@@ -102,8 +106,8 @@ export function describeResult(command: string | undefined, tokens: string[]): s
 interface PromptSession {
   client: GahpClient;
   commands: Map<string, Command>;
-  /** reqid -> command word, to label results. */
-  inFlight: Map<string, string>;
+  /** reqid -> the command word and its arguments, to label results. */
+  inFlight: Map<string, { command: string; args: string[] }>;
   print: (text: string) => void;
 }
 
@@ -147,9 +151,9 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
   };
   const session: PromptSession = { client, commands, inFlight: new Map(), print };
   client.onResult = (reqId, tokens) => {
-    const word = session.inFlight.get(reqId);
+    const request = session.inFlight.get(reqId);
     session.inFlight.delete(reqId);
-    const lines = describeResult(word, tokens);
+    const lines = describeResult(request?.command, tokens, request?.args);
     print(lines.map((l, i) => (i === 0 ? `[${reqId}] ${l}` : l)).join('\n'));
   };
   client.onStray = (line) => print(`(unexpected line from the GAHP: ${line})`);
@@ -276,6 +280,9 @@ async function handleTypedLine(session: PromptSession, line: string): Promise<bo
     return true;
   }
   if (word === 'QUIT' || word === 'EXIT') return false;
+  // The GAHP takes any URL (the gridmanager aborts on anything but S) and fails the next
+  // command; a person is told now, in doctor's words, and nothing is selected.
+  if (word === 'BOINC_SELECT_PROJECT' && tokens[1] !== undefined) checkProjectUrl(tokens[1], 'BOINC_SELECT_PROJECT');
   const command = commands.get(word);
   // Re-joined: a hand-typed double space must not become an empty argument (the server
   // reads lines exactly as the gridmanager writes them).
@@ -286,23 +293,12 @@ async function handleTypedLine(session: PromptSession, line: string): Promise<bo
     reqId = split.reqId ?? client.allocReqId();
     while (split.reqId === undefined && inFlight.has(reqId)) reqId = client.allocReqId();
     lineToSend = joinTokens([command.name, reqId, ...split.args]);
-    inFlight.set(reqId, command.name);
+    inFlight.set(reqId, { command: command.name, args: split.args });
   }
   if (word === 'BOINC_SELECT_PROJECT' && tokens.length === 3 && tokens[2]!.startsWith('@')) {
     // Interactive convenience: `@<file>` reads the authenticator from a file, so it never
     // appears on the screen. What is sent is the ordinary protocol line.
-    const file = tokens[2]!.slice(1);
-    let auth: string | undefined;
-    try {
-      auth = fs.readFileSync(file, 'utf8').split(/\r?\n/).map((l) => l.trim()).find((l) => l.length > 0);
-    } catch (err) {
-      print(`error: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-      return true;
-    }
-    if (!auth) {
-      print(`error: ${file} is empty`);
-      return true;
-    }
+    const auth = readAuthenticator(tokens[2]!.slice(1));
     client.addSecret(auth);
     lineToSend = joinTokens([tokens[0]!, tokens[1]!, auth]);
   } else if (word === 'BOINC_SELECT_PROJECT' && tokens[2]) {

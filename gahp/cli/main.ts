@@ -16,10 +16,11 @@
 import { runGahp } from './run-gahp.js';
 import { plainGahpOptions } from './gahp-args.js';
 import { EXIT_FAILED, EXIT_USAGE, runOptions, type GahpCliOptions } from './options.js';
-import { readAuthenticator, UsageError } from '../settings.js';
+import { checkProjectUrl, CLI_SETTING, readAuthenticator, UsageError } from '../settings.js';
 
 /** The GAHP on stdio (or the interactive prompt): what runs with no subcommand. */
 async function gahpOrPrompt(opts: GahpCliOptions): Promise<number> {
+  if (opts.projectUrl) checkProjectUrl(opts.projectUrl, CLI_SETTING.url);
   const authenticator = opts.authenticatorFile ? readAuthenticator(opts.authenticatorFile) : undefined;
   if (opts.authenticatorFile && !opts.projectUrl) throw new UsageError('--authenticator-file needs --project-url too');
   const base = { ...runOptions(opts), projectUrl: opts.projectUrl, authenticator: opts.projectUrl ? authenticator : undefined };

@@ -92,9 +92,6 @@ export async function runCommandLine(
 
   const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals<GlobalOptions>();
 
-  program.action(async (opts: GahpCliOptions) => {
-    code = await gahpOrPrompt(opts);
-  });
 
   program
     .command('ping')
@@ -198,6 +195,15 @@ export async function runCommandLine(
     });
 
   try {
+    // A program with subcommands and no action of its own answers an unknown word with
+    // commander's suggestion ("unknown command 'submitt' (Did you mean submit?)"); with an
+    // action it would take the word for an argument ("too many arguments"). So the GAHP
+    // (the program's action) is only set when the command line names no command.
+    if (program.parseOptions(argv.slice(2)).operands.length === 0) {
+      program.action(async (opts: GahpCliOptions) => {
+        code = await gahpOrPrompt(opts);
+      });
+    }
     await program.parseAsync(argv);
   } catch (err) {
     // --help and --version exit 0; any other command-line mistake is a usage error.

@@ -9,7 +9,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
-import { defaultStateDir, readAuthenticator, UsageError } from '../settings.js';
+import { checkProjectUrl, CLI_SETTING, defaultStateDir, noAuthenticatorFile, readAuthenticator, UsageError } from '../settings.js';
 import { EXIT_FAILED, EXIT_OK, networkSettings, runOptions, type GlobalOptions } from './options.js';
 import { describeNetwork } from '../../boinc-rpc/network.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';
@@ -22,12 +22,14 @@ export interface Project {
   authenticator: string;
 }
 
-export function projectFrom(g: GlobalOptions, fallback: { url?: string; authenticatorFile?: string } = {}): Project {
-  const url = g.projectUrl ?? fallback.url;
-  const file = g.authenticatorFile ?? fallback.authenticatorFile;
-  if (!url) throw new UsageError('no project URL: give --project-url <url> (or set BOINC_GAHP_PROJECT_URL)');
-  if (!file) throw new UsageError('no authenticator: give --authenticator-file <file> (or set BOINC_GAHP_AUTHENTICATOR_FILE)');
-  return { url, authenticator: readAuthenticator(file) };
+/**
+ * The project and account of the options; a ConfigError (exit 2, doctor's words) when
+ * either is missing or unusable. `where` names the settings in the fixes.
+ */
+export function projectFrom(g: GlobalOptions, where: { url: string; authenticatorFile: string } = CLI_SETTING): Project {
+  const url = checkProjectUrl(g.projectUrl, where.url);
+  if (!g.authenticatorFile) throw noAuthenticatorFile(where.authenticatorFile);
+  return { url, authenticator: readAuthenticator(g.authenticatorFile) };
 }
 
 /** Starts an in-process GAHP, runs HTCondor's start-up sequence and selects the project. */

@@ -20,6 +20,7 @@
  * macros as they are at that statement, expanded with the job's own macros (buildProc).
  */
 import * as path from 'node:path';
+import { projectUrlProblem } from '../settings.js';
 import { likelyMisspelt, MacroTable, type Assignment, type LocalMacros } from './submit-macros.js';
 import { clip, parseArguments, parseQueue, parseRemaps, splitList, statements, SubmitFileError, type Statement } from './submit-syntax.js';
 
@@ -193,7 +194,8 @@ function gridResourceUrl(gr: Assignment | undefined, fail: (line: number, msg: s
   if (parts[0]!.toLowerCase() !== 'boinc') fail(gr.line, `grid_resource must be "boinc <project_url>", got "${clip(gr.value)}"`);
   if (parts.length !== 2) fail(gr.line, 'grid_resource must be "boinc <project_url>" (one URL)');
   const url = parts[1]!;
-  if (!/^https?:\/\//i.test(url)) fail(gr.line, `grid_resource: "${clip(url)}" is not an http(s) URL`);
+  const problem = projectUrlProblem(url);
+  if (problem) fail(gr.line, `grid_resource: project URL ${problem}`);
   return url;
 }
 

@@ -11,7 +11,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseSubmitDescription, SubmitFileError, type SubmitDescription, type SubmitProc } from './submit-file.js';
 import type { GlobalOptions } from './options.js';
-import { defaultStateDir, UsageError } from '../settings.js';
+import { CLI_SETTING, defaultStateDir, UsageError } from '../settings.js';
 import { unusableStateDir } from '../state-dir.js';
 import { projectFrom } from './subcommands.js';
 import { SubmitStore, type SubmitRecord } from './submit-state.js';
@@ -121,7 +121,11 @@ function projectOfFile(g: GlobalOptions, file: string, desc: SubmitDescription):
   const auths = new Set(desc.procs.map((p) => p.authenticatorFile).filter((u): u is string => !!u));
   if (urls.size > 1) throw new UsageError(`${file}: jobs name different grid_resource URLs; submit one project per file`);
   if (auths.size > 1) throw new UsageError(`${file}: jobs name different boinc_authenticator_file values; use one per file`);
-  return projectFrom({ ...g, projectUrl: g.projectUrl ?? [...urls][0], authenticatorFile: [...auths][0] ?? g.authenticatorFile });
+  return projectFrom({ ...g, projectUrl: g.projectUrl ?? [...urls][0], authenticatorFile: [...auths][0] ?? g.authenticatorFile }, {
+    // (A URL in the file was checked when the file was read.)
+    url: g.projectUrl !== undefined ? CLI_SETTING.url : `grid_resource in ${file} ("boinc <url>") or ${CLI_SETTING.url}`,
+    authenticatorFile: `boinc_authenticator_file in ${file} or ${CLI_SETTING.authenticatorFile}`,
+  });
 }
 
 /** Like condor_submit: every job's directory and input file must exist now. */

@@ -10,20 +10,7 @@
  */
 import { expectArgCount, type SyncCommand } from '../protocol/commands.js';
 import type { GahpServices } from '../services.js';
-
-/** Why the GAHP cannot talk to this project URL, or undefined when it can. */
-function urlProblem(rawUrl: string): string | undefined {
-  let url: URL;
-  try {
-    url = new URL(rawUrl);
-  } catch {
-    return `project URL ${JSON.stringify(rawUrl.slice(0, 200))} is not a valid URL (it needs http:// or https://)`;
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `project URL ${JSON.stringify(rawUrl.slice(0, 200))} must be http or https`;
-  // Script names are appended to the URL: a query or fragment would swallow them.
-  if (url.search !== '' || url.hash !== '' || /[?#]/.test(rawUrl)) return `project URL ${JSON.stringify(rawUrl.slice(0, 200))} must not have a query or fragment`;
-  return undefined;
-}
+import { projectUrlProblem } from '../settings.js';
 
 export function selectProjectCommand(services: GahpServices): SyncCommand {
   return {
@@ -37,8 +24,9 @@ export function selectProjectCommand(services: GahpServices): SyncCommand {
       const [rawUrl, authenticator] = args as [string, string];
       // A secret whatever it holds: redacted from logs and messages from now on.
       if (authenticator.length > 0) ctx.log.addSecret(authenticator);
+      const urlProblem = projectUrlProblem(rawUrl);
       const problem =
-        urlProblem(rawUrl) ??
+        (urlProblem && `project URL ${urlProblem}`) ??
         (/^[\x21-\x7e]+$/.test(authenticator) ? undefined : 'the authenticator must be printable ASCII without spaces (check the authenticator file)');
       if (problem) {
         ctx.log.warn(`BOINC_SELECT_PROJECT: ${problem}; commands for this project will fail`);

@@ -165,7 +165,7 @@ test('no configuration: submit fails with a message, status answers one error li
     const iwd = jobDir(env(), 'noconf', 'x\n');
     const sub = await submit({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, TransferInput: 'in' });
     expect(sub.jobId).toBeNull();
-    expect(sub.run!.stderr).toMatch(/no BOINC project configured: set boinc_project_url in blah.config/);
+    expect(sub.run!.stderr).toMatch(/project URL: none given {2}-> fix: give boinc_project_url in [^\n]*blah\.config[^\n]* the project's master URL/);
     const st = await env().blahpd.status('boinc/blahp-uppercase-abc-123456_0');
     expect(st.run!.stdout).toMatch(/^1[^\n]*boinc_project_url[^\n]*\n$/);
   } finally {

@@ -123,6 +123,11 @@ describePty('interactive mode on a terminal', () => {
     await term.exchange('BOINC_PING 77', /\[77\] BOINC_PING ok\n/);
     expect(await term.exchange('BOINC_QUERY_BATCHES 0 1 nosuch', /BOINC_QUERY_BATCHES failed: [^\n]*\n/))
       .toMatch(/\[3\] BOINC_QUERY_BATCHES failed: .*no batch named nosuch/);
+    // A query's result names each batch asked (its result lists only counts and jobs).
+    const input = path.join(dir, 'in.txt');
+    fs.writeFileSync(input, 'pty\n');
+    await term.exchange(`BOINC_SUBMIT ptybatch uppercase 2 ptybatch#0 0 1 ${input} in ptybatch#1 0 1 ${input} in NULL NULL NULL NULL NULL NULL`, /\[4\] BOINC_SUBMIT ok\n/);
+    expect(await term.exchange('BOINC_QUERY_BATCHES 0 1 ptybatch', /\[5\] BOINC_QUERY_BATCHES ok[^\n]*\n[^\n]*\n/)).toMatch(/\n {2}ptybatch: 2 jobs changed\n/);
     expect(await term.exchange('FROB 1 2', /E {2}error: [^\n]*\n/)).toMatch(/unknown command FROB \(type "help" for the commands\)/);
     expect(await term.exchange('BOINC_SET_LEASE onlyone', /E {2}error: [^\n]*\n/)).toMatch(/BOINC_SET_LEASE: .*usage: BOINC_SET_LEASE/);
     expect(await term.exchange('version', /\n(S \$GahpVersion[^\n]*)\n/)).toMatch(/S \$GahpVersion: /);
@@ -143,12 +148,15 @@ describePty('interactive mode on a terminal', () => {
     await term.exchange('BOINC_PING', /\[1\] BOINC_PING ok\n/);
     // @file: the authenticator is read from a file, never typed nor shown.
     expect(await term.exchange('help BOINC_SELECT_PROJECT', /never shown\.\n/)).toMatch(/@<file>/);
-    await term.exchange(`BOINC_SELECT_PROJECT ${server.url} @${path.join(dir, 'nope')}`, /error: cannot read .*nope: ENOENT\n/);
-    await term.exchange(`BOINC_SELECT_PROJECT ${server.url} @${authFile}`, /\nS\n/);
+    await term.exchange(`BOINC_SELECT_PROJECT ${server.url} @${path.join(dir, 'nope')}`, /error: authenticator file \S*nope: cannot be read: ENOENT[^\n]*-> fix: [^\n]*\n/);
+    // A URL the GAHP cannot use is refused when selected, in doctor's words; the project stays.
+    await term.exchange(`BOINC_SELECT_PROJECT htp://127.0.0.1/x/ @${authFile}`, /error: project URL: "htp:\/\/127\.0\.0\.1\/x\/" is not an http\(s\) URL {2}-> fix: give BOINC_SELECT_PROJECT the project's master URL[^\n]*\n/);
     await term.exchange('BOINC_PING', /\[2\] BOINC_PING ok\n/);
+    await term.exchange(`BOINC_SELECT_PROJECT ${server.url} @${authFile}`, /\nS\n/);
+    await term.exchange('BOINC_PING', /\[3\] BOINC_PING ok\n/);
     // Ctrl-C clears a half-typed line (nothing is sent), then Ctrl-D leaves.
     term.child.stdin.write('BOINC_PI\x03');
-    await term.exchange('BOINC_PING', /\[3\] BOINC_PING ok\n/);
+    await term.exchange('BOINC_PING', /\[4\] BOINC_PING ok\n/);
     term.child.stdin.write('\x04');
     expect(await term.exited).toBe(0);
     expect(term.text).not.toContain(server.authenticator);

@@ -58,9 +58,34 @@ test('--version, --help, usage errors', async () => {
   expect(lease.code).toBe(2);
   expect(timeout.code).toBe(2);
   expect(noProject.code).toBe(2);
-  expect(noProject.stderr).toMatch(/no project URL: give --project-url/);
+  expect(noProject.stderr).toMatch(/^boinc-gahp: project URL: none given {2}-> fix: give --project-url/);
   expect(badAuth.code).toBe(2);
-  expect(badAuth.stderr).toMatch(/cannot read the authenticator file .*nope: ENOENT/);
+  expect(badAuth.stderr).toMatch(/^boinc-gahp: authenticator file .*nope: cannot be read: ENOENT/);
+});
+
+test('an unknown command gets the one meant', async () => {
+  const typo = await runCli(['--state-dir', stateDir(), 'submitt', 'job.sub']);
+  expect(typo.code).toBe(2);
+  expect(typo.stderr).toMatch(/^error: unknown command 'submitt'\n\(Did you mean submit\?\)\n/);
+  // Option values are not taken for commands; no command at all is still the GAHP.
+  const gahp = await runCli(['--state-dir', stateDir(), '--log-level', 'info', '--protocol']);
+  expect(gahp.code).toBe(0);
+  expect(gahp.stdout).toMatch(/^\$GahpVersion: /);
+});
+
+test('a bad project URL or authenticator file: exit 2 in the words doctor uses, from ping, submit and the GAHP', async () => {
+  const subFile = path.join(dir, 'conf.sub');
+  fs.writeFileSync(subFile, 'executable = uppercase\nqueue\n');
+  for (const [url, auth] of [['htp://127.0.0.1/x/', authFile], [server.url, path.join(dir, 'nosuch.auth')]] as const) {
+    const settings = ['--state-dir', stateDir(), '--project-url', url, '--authenticator-file', auth];
+    const doctor = await runCli([...settings, 'doctor'], { cwd: dir });
+    const fails = doctor.stdout.split('\n').filter((l) => l.startsWith('FAIL  ')).map((l) => l.slice(6));
+    expect(fails).toHaveLength(1);
+    for (const args of [['ping'], ['submit', subFile], ['--protocol']]) {
+      const r = await runCli([...settings, ...args], { cwd: dir });
+      expect({ args, code: r.code, stderr: r.stderr }).toEqual({ args, code: 2, stderr: `boinc-gahp: ${fails[0]}\n` });
+    }
+  }
 });
 
 test('ping: 0 when the project answers and accepts the account, 1 when it refuses it; never prints the authenticator', async () => {

@@ -249,7 +249,7 @@ test('submit-file errors exit 2 and name the line; nothing reaches the server', 
   fs.writeFileSync(path.join(dir, 'noauth.sub'), `executable = uppercase\ngrid_resource = boinc ${server.url}\nqueue\n`);
   const n = await submit('noauth.sub');
   expect(n.code).toBe(2);
-  expect(n.stderr).toMatch(/no authenticator/);
+  expect(n.stderr).toMatch(/^boinc-gahp: authenticator file: none given {2}-> fix: give boinc_authenticator_file in noauth\.sub or --authenticator-file/);
   expect(server.rpcLog().length).toBe(rpcs);
 });
 

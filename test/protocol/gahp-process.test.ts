@@ -240,7 +240,7 @@ describe('the real GAHP over pipes', () => {
         expect(await g.request(`BOINC_SELECT_PROJECT not-a-url ${auth}`)).toBe('S');
         const unusable = await g.call('BOINC_PING');
         expect(unusable).toHaveLength(1);
-        expect(unusable[0]).toMatch(/project URL "not-a-url" is not a valid URL/);
+        expect(unusable[0]).toMatch(/project URL "not-a-url" is not an http\(s\) URL/);
         expect(await g.request(`BOINC_SELECT_PROJECT ${auth}`)).toMatch(/^E/);
         expect(await g.request(`boinc_select_project ${stub.url}${auth}/ ${auth}`)).toBe('S');
         expect((await g.call('BOINC_PING'))[0]).toBeDefined();

@@ -8,9 +8,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { errnoText, nearestExisting } from '../../dirs.js';
 import { fallbackStateDir, probeWrite } from '../../state-dir.js';
-import { defaultStateDir } from '../../settings.js';
+import { ConfigError, defaultStateDir, noAuthenticatorFile, readAuthenticatorFile, type AuthenticatorFile } from '../../settings.js';
 import type { DoctorContext, DoctorTarget } from './context.js';
-import { reason, type Report } from './report.js';
+import type { Report } from './report.js';
 
 const MIN_NODE_MAJOR = 20;
 /** Below this much free space a submit may fail to write its ledger (ledger and hash cache are small). */
@@ -97,39 +97,28 @@ function probeMkdir(parent: string): void {
  * Returns the authenticator when it could be read (kept in memory, never printed).
  */
 export function checkAuthenticatorFile(report: Report, target: DoctorTarget): string | undefined {
-  const file = target.authenticatorFile ? path.resolve(target.authenticatorFile) : undefined;
-  if (!file) {
-    report.fail('host', 'authenticator file', 'none given', `give ${target.authSetting} the file holding the account's authenticator`);
-    return undefined;
-  }
-  const what = `authenticator file ${file}`;
-  let text: string;
-  let mode: number;
+  const given = target.authenticatorFile;
+  let read: AuthenticatorFile;
   try {
-    mode = fs.statSync(file).mode;
-    text = fs.readFileSync(file, 'utf8');
+    if (!given) throw noAuthenticatorFile(target.authSetting);
+    read = readAuthenticatorFile(given);
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const fix = code === 'ENOENT'
-      ? `write the account's authenticator (the project web site's account keys page) into ${file} as one line, then chmod 600 ${file}`
-      : `make ${file} readable by the user running boinc-gahp (and by no one else): chown that user ${file}; chmod 600 ${file}`;
-    report.fail('host', what, `cannot be read: ${reason(err)}`, fix);
+    if (!(err instanceof ConfigError)) throw err;
+    report.fail('host', err.what, err.found, err.fix);
     return undefined;
   }
-  const lines = text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0);
-  if (lines.length === 0) {
-    report.fail('host', what, 'is empty', `write the account's authenticator into ${file} as one line`);
-    return undefined;
-  }
-  const shape = lines.length === 1 ? 'one line' : `${lines.length} lines (the first is used)`;
+  const file = path.resolve(given);
+  const what = `authenticator file ${file}`;
+  const { lines, mode } = read;
+  const shape = lines === 1 ? 'one line' : `${lines} lines (the first is used)`;
   const perms = (mode & 0o777).toString(8).padStart(4, '0');
   if ((mode & 0o044) !== 0) {
     const who = [(mode & 0o040) !== 0 ? 'group' : '', (mode & 0o004) !== 0 ? 'other users' : ''].filter(Boolean).join(' and ');
     report.warn('host', what, `${shape}, mode ${perms}: readable by ${who}, who could submit as this account`, `chmod 600 ${file}`);
-  } else if (lines.length > 1) {
+  } else if (lines > 1) {
     report.warn('host', what, `${shape}, mode ${perms}`, `keep only the authenticator in ${file}, on one line`);
   } else {
     report.ok('host', what, `${shape}, mode ${perms}`);
   }
-  return lines[0];
+  return read.authenticator;
 }

@@ -10,6 +10,7 @@ import { BoincClient } from '../../../boinc-rpc/client.js';
 import { BoincRpcError } from '../../../boinc-rpc/errors.js';
 import type { AppTemplates } from '../../../boinc-rpc/types.js';
 import { networkSettings } from '../options.js';
+import { checkProjectUrl, ConfigError } from '../../settings.js';
 import type { DoctorContext, DoctorTarget, ProjectFindings } from './context.js';
 import type { NetworkPlan } from './network.js';
 import { ProbeFailure, probeGet, type ProbeOptions } from './probe.js';
@@ -25,18 +26,12 @@ const STEP_FIX: Record<string, string> = {
 
 /** The URL parsed, or a FAIL saying how to give it. */
 export function projectUrl(report: Report, target: DoctorTarget): URL | undefined {
-  if (!target.url) {
-    report.fail('project', 'project URL', 'none given', `give ${target.urlSetting} the project's master URL, e.g. https://boinc.example.org/project/`);
-    return undefined;
-  }
   let url: URL;
   try {
-    url = new URL(target.url);
-  } catch {
-    url = new URL('x:');
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    report.fail('project', 'project URL', `${JSON.stringify(target.url)} is not an http(s) URL`, `give ${target.urlSetting} the project's master URL, e.g. https://boinc.example.org/project/`);
+    url = new URL(checkProjectUrl(target.url, target.urlSetting));
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    report.fail('project', err.what, err.found, err.fix);
     return undefined;
   }
   if (!url.pathname.endsWith('/')) url.pathname += '/';

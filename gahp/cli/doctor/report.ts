@@ -6,6 +6,8 @@
  * name files and settings, never their secret contents.
  */
 
+import { describeProblem } from '../../settings.js';
+
 export type Mark = 'ok' | 'warn' | 'FAIL';
 
 /** The check families, in the order they run. */
@@ -71,8 +73,7 @@ export class Report {
 
 /** `ok    what: found`, and for warn and FAIL `  -> fix: ...` on the same line. */
 export function formatCheck(c: Check): string {
-  const line = `${c.mark.padEnd(4)}  ${c.what}: ${c.found}`;
-  return c.fix ? `${line}  -> fix: ${c.fix}` : line;
+  return `${c.mark.padEnd(4)}  ${c.fix ? describeProblem(c.what, c.found, c.fix) : `${c.what}: ${c.found}`}`;
 }
 
 /** A message for a finding: errors as their text, never a stack. */
