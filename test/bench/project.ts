@@ -33,7 +33,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { GahpDriver, REPO_ROOT } from './lib/driver.js';
+import { GahpDriver, pumpFetches, REPO_ROOT } from './lib/driver.js';
 import { peakRss, resetPeakRss } from './lib/proc.js';
 import { median, round, sleep } from './lib/stats.js';
 import { benchTempDir, cleanupAll, onCleanup, removeTempDir } from './lib/tmp.js';
@@ -319,35 +319,6 @@ function runCommand(argv: readonly string[], extra: string): Promise<void> {
     child.on('error', reject);
     child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${argv.join(' ')} ${extra} exited with ${code}`))));
   });
-}
-
-/**
- * Sends `lines.length` BOINC_FETCH_OUTPUT commands keeping `inFlight` outstanding, reading
- * results as the gridmanager does (on each R, one RESULTS); returns the result line of each.
- */
-async function pumpFetches(gahp: GahpDriver, lines: readonly string[], inFlight: number): Promise<string[]> {
-  const results = new Array<string>(lines.length);
-  const index = new Map<string, number>();
-  let next = 0;
-  let done = 0;
-  const sendNext = async () => {
-    const id = gahp.reqId();
-    index.set(id, next);
-    await gahp.expect(`BOINC_FETCH_OUTPUT ${id} ${lines[next++]}`, /^S$/);
-  };
-  while (next < Math.min(inFlight, lines.length)) await sendNext();
-  while (done < lines.length) {
-    await gahp.nextR();
-    for (const line of await gahp.results()) {
-      const sp = line.indexOf(' ');
-      const i = index.get(line.slice(0, sp));
-      if (i === undefined) continue;
-      results[i] = line.slice(sp + 1);
-      done++;
-      if (next < lines.length) await sendNext();
-    }
-  }
-  return results;
 }
 
 async function fetchMeasure(opts: Options, log: AccessLog, note: Note): Promise<Record<string, number>> {

@@ -291,3 +291,32 @@ export class GahpDriver {
     if (this.ownsStateDir) removeTempDir(this.stateDir);
   }
 }
+
+/**
+ * Sends `lines.length` BOINC_FETCH_OUTPUT commands keeping `inFlight` outstanding, reading
+ * results as the gridmanager does (on each R, one RESULTS); returns the result line of each.
+ */
+export async function pumpFetches(gahp: GahpDriver, lines: readonly string[], inFlight: number): Promise<string[]> {
+  const results = new Array<string>(lines.length);
+  const index = new Map<string, number>();
+  let next = 0;
+  let done = 0;
+  const sendNext = async () => {
+    const id = gahp.reqId();
+    index.set(id, next);
+    await gahp.expect(`BOINC_FETCH_OUTPUT ${id} ${lines[next++]}`, /^S$/);
+  };
+  while (next < Math.min(inFlight, lines.length)) await sendNext();
+  while (done < lines.length) {
+    await gahp.nextR();
+    for (const line of await gahp.results()) {
+      const sp = line.indexOf(' ');
+      const i = index.get(line.slice(0, sp));
+      if (i === undefined) continue;
+      results[i] = line.slice(sp + 1);
+      done++;
+      if (next < lines.length) await sendNext();
+    }
+  }
+  return results;
+}
