@@ -148,6 +148,8 @@ export interface BlahpdLocation {
   libexecFrom: string;
   /** HTCondor's condor_config_val gave the install location (else blahpd's rule from the environment). */
   askedHtcondor: boolean;
+  /** The folder is blah_libexec_directory or a libexec/blahp that exists (not the bare libexec fallback). */
+  blahpFolder: boolean;
 }
 
 /**
@@ -180,11 +182,13 @@ export async function locateBlahpd(env: NodeJS.ProcessEnv): Promise<BlahpdLocati
   if (set) {
     libexec = set.value;
     libexecFrom = `blah_libexec_directory in ${set.file}`;
-  } else if (!isDirectory(libexec)) {
+  }
+  const blahpFolder = set !== undefined || isDirectory(libexec);
+  if (!blahpFolder) {
     libexec = path.join(found.home, 'libexec');
     libexecFrom = `${found.from} + libexec, which has no blahp/`;
   }
-  return { home: found.home, homeFrom: found.from, config, values, libexec: path.resolve(libexec), libexecFrom, askedHtcondor };
+  return { home: found.home, homeFrom: found.from, config, values, libexec: path.resolve(libexec), libexecFrom, askedHtcondor, blahpFolder };
 }
 
 function isDirectory(p: string): boolean {

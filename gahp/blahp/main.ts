@@ -96,6 +96,10 @@ async function scriptsAction(action: 'install' | 'uninstall', rest: string[]): P
     if (dir === undefined) {
       const { locateBlahpd } = await import('../blahp-location.js');
       const where = await locateBlahpd(process.env);
+      // Without HTCondor's answer and without a blahp/ folder, blahp's bare default (/usr/libexec) is a guess, not a place to write.
+      if (!where.askedHtcondor && !where.blahpFolder) {
+        throw new Error(`condor_config_val is not on PATH and ${where.home}/libexec/blahp does not exist: put HTCondor's bin/ on PATH, or give the folder (boinc-gahp blahp ${action} <libexec dir>)`);
+      }
       dir = where.libexec;
       await write(process.stdout, `blahpd runs batch scripts from ${dir} (${where.libexecFrom})\n`);
     }

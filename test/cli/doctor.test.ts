@@ -339,6 +339,12 @@ test('blahp: the folder blahpd uses is asked of HTCondor (RELEASE_DIR): FAIL fir
   expect(given.lines[0]).toMatch(new RegExp(`^FAIL  ${what.replace(/[()+.]/g, '\\$&')}: boinc_submit\\.sh, .* missing: blahpd cannot run boinc_ping\\.sh`));
   expect(given.lines[1]).toMatch(new RegExp(`^ok    blahp scripts in ${usr.replace(/[()+.]/g, '\\$&')}/libexec/blahp: `));
 
+  // Neither HTCondor's answer nor a blahp/ folder: no guess at a place to write.
+  const nowhere = path.join(dir, 'no-blahp');
+  const guess = await runCli(['blahp', 'install'], { env: { PATH: noTools, BLAHPD_LOCATION: nowhere } });
+  expect(guess.code).toBe(1);
+  expect(guess.stderr).toBe(`boinc-gahp blahp install: condor_config_val is not on PATH and ${nowhere}/libexec/blahp does not exist: put HTCondor's bin/ on PATH, or give the folder (boinc-gahp blahp install <libexec dir>)\n`);
+
   const installed = await runCli(['blahp', 'install'], { env });
   expect(installed.code).toBe(0);
   expect(installed.stdout.split('\n')[0]).toBe(`blahpd runs batch scripts from ${folder} (RELEASE_DIR from condor_config_val + libexec/blahp)`);
