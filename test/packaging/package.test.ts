@@ -67,7 +67,7 @@ function npm(args: string[], cwd: string, env: NodeJS.ProcessEnv, timeoutMs: num
 const show = (r: Ran) => `exit ${r.code ?? r.signal}\n--- stdout\n${r.stdout.slice(-3000)}\n--- stderr\n${r.stderr.slice(-3000)}`;
 
 /** What a tarball may hold of its own: the package manifest, README/licence, the bin scripts, compiled product code, docs. */
-const PRODUCT_FILE = /^(package\.json|README\.md|LICEN[CS]E(\.[a-z]+)?|bin\/boinc-[a-z-]+|dist\/(gahp|boinc-rpc|fixtures)\/[A-Za-z0-9_./-]+\.js|docs\/[A-Za-z0-9_.-]+\.md)$/;
+const PRODUCT_FILE = /^(package\.json|README\.md|LICEN[CS]E(\.[a-z]+)?|bin\/(boinc-[a-z-]+|load-built\.mjs)|dist\/(gahp|boinc-rpc|fixtures)\/[A-Za-z0-9_./-]+\.js|docs\/[A-Za-z0-9_.-]+\.md)$/;
 
 interface Manifest {
   version: string;
