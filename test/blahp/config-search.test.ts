@@ -75,5 +75,7 @@ test('no blah.config anywhere: the message names every file looked for', async (
   // A blah.config without the keys: named as the file read.
   const empty = path.join(dir, 'empty.config');
   fs.writeFileSync(empty, 'supported_lrms=boinc\n');
-  expect(await ping({ BLAHPD_CONFIG_LOCATION: empty })).toBe(`1 no BOINC project configured: set boinc_project_url in ${empty}\n`);
+  expect(await ping({ BLAHPD_CONFIG_LOCATION: empty })).toBe(
+    `1 project URL: none given  -> fix: give boinc_project_url in ${empty} the project's master URL, e.g. https://boinc.example.org/project/\n`,
+  );
 });
