@@ -67,7 +67,7 @@ async function main(): Promise<void> {
   await post('submit_rpc_handler.php', new XmlRequest('ping'));
   console.log('ready');
   for await (const line of readline.createInterface({ input: process.stdin })) {
-    const [word, batch, njobs, ...files] = line.split(' ');
+    const [word, batch, njobs, ...files] = line.split(' ').filter((w) => w !== '');
     if (word !== 'SUBMIT') continue;
     calls = 0;
     try {
