@@ -21,7 +21,8 @@
  * - fetch: each GAHP submits a batch of N jobs over one input file, `--complete-cmd
  *   <batch name>` completes them on the server, then a fresh GAHP of each side (ours on the
  *   state dir it submitted from) fetches the N jobs' output `out`, `--in-flight` commands
- *   outstanding: jobs per second, peak RSS, outputs present.
+ *   outstanding, in halves alternating (ours, other, other, ours): jobs per second, peak
+ *   RSS, outputs present.
  *
  * RSS is each GAHP process's peak (VmHWM): over its whole life for submit and many, since
  * its ping for fetch. RPCs per job are counted in the server's access log (`--access-log`:
@@ -348,26 +349,39 @@ async function fetchMeasure(opts: Options, log: AccessLog, note: Note): Promise<
       note(`fetch set-up: ${opts.completeCmd.join(' ')} ${batch}: ${(nowS() - t0).toFixed(1)} s`);
       worlds.set(side, { batch, ...(stateDir ? { stateDir } : {}) });
     }
-    for (const side of sides) {
-      const { batch, stateDir } = worlds.get(side)!;
-      const jobs = jobsOver(batch, [input!], n).map((j) => j.name);
-      fs.mkdirSync(path.join(dir, `${side}-out`));
-      const lines = jobs.map((job, i) => {
-        const jobDir = path.join(dir, `${side}-out`, String(i));
-        fs.mkdirSync(jobDir);
-        // As the gridmanager sends it for transfer_output_files = out: (out, basename).
-        return `${escapeToken(job)} ${escapeToken(jobDir)} err SOME 1 ${opts.output} ${opts.output}`;
-      });
-      const gahp = await pingedGahp(opts, side, stateDir);
-      try {
+    // One side after the other, in halves (ours, other, other, ours; one GAHP process per
+    // side throughout): a drift of the machine's speed falls on both alike.
+    const fetchers = new Map<string, { gahp: GahpDriver; jobs: string[]; lines: string[]; seconds: number; rpcs: number; results: string[] }>();
+    try {
+      for (const side of sides) {
+        const { batch, stateDir } = worlds.get(side)!;
+        const jobs = jobsOver(batch, [input!], n).map((j) => j.name);
+        fs.mkdirSync(path.join(dir, `${side}-out`));
+        const lines = jobs.map((job, i) => {
+          const jobDir = path.join(dir, `${side}-out`, String(i));
+          fs.mkdirSync(jobDir);
+          // As the gridmanager sends it for transfer_output_files = out: (out, basename).
+          return `${escapeToken(job)} ${escapeToken(jobDir)} err SOME 1 ${opts.output} ${opts.output}`;
+        });
+        const gahp = await pingedGahp(opts, side, stateDir);
         resetPeakRss(gahp.pid);
+        fetchers.set(side, { gahp, jobs, lines, seconds: 0, rpcs: 0, results: [] });
+      }
+      const half = Math.ceil(n / 2);
+      const order = sides.length === 2 ? (['ours', 'other', 'other', 'ours'] as const) : (['ours', 'ours'] as const);
+      const l0 = load();
+      for (const side of order) {
+        const f = fetchers.get(side)!;
+        const part = f.results.length === 0 ? f.lines.slice(0, half) : f.lines.slice(half);
         const mark = log.mark();
-        const l0 = load();
         const t0 = nowS();
-        const results = await pumpFetches(gahp, lines, opts.inFlight);
-        const seconds = nowS() - t0;
+        f.results.push(...(await pumpFetches(f.gahp, part, opts.inFlight)));
+        f.seconds += nowS() - t0;
+        f.rpcs += (await log.since(mark)) ?? NaN;
+      }
+      for (const side of sides) {
+        const { gahp, jobs, seconds, rpcs, results } = fetchers.get(side)!;
         const rss = mb(peakRss(gahp.pid));
-        const rpcs = await log.since(mark);
         const failed = results.filter((r) => !r.startsWith('NULL'));
         let present = 0;
         let right = 0;
@@ -382,12 +396,12 @@ async function fetchMeasure(opts: Options, log: AccessLog, note: Note): Promise<
           [`fetch_peak_rss_mb_${side}`]: rss,
           [`fetch_failed_${side}`]: failed.length,
           [`fetch_outputs_present_${side}`]: present,
-          ...(rpcs !== undefined ? { [`fetch_rpcs_per_job_${side}`]: rpcs / n } : {}),
+          ...(opts.accessLog ? { [`fetch_rpcs_per_job_${side}`]: rpcs / n } : {}),
         });
-        note(`fetch (${n} jobs, ${opts.inFlight} in flight, load ${l0} -> ${load()}): ${side} ${seconds.toFixed(1)} s = ${(n / seconds).toFixed(1)} jobs/s, peak RSS ${rss.toFixed(1)} MiB, ${failed.length} failed${failed[0] ? ` (first: ${failed[0].slice(0, 200)})` : ''}, ${present} outputs present (${right} reading "DONE <job name>")${rpcs !== undefined ? `, ${rpcs} requests = ${(rpcs / n).toFixed(2)} per job` : ''}`);
-      } finally {
-        await gahp.close();
+        note(`fetch (${n} jobs in two halves, ${opts.inFlight} in flight, load ${l0} -> ${load()}): ${side} ${seconds.toFixed(1)} s = ${(n / seconds).toFixed(1)} jobs/s, peak RSS ${rss.toFixed(1)} MiB, ${failed.length} failed${failed[0] ? ` (first: ${failed[0].slice(0, 200)})` : ''}, ${present} outputs present (${right} reading "DONE <job name>")${opts.accessLog ? `, ${rpcs} requests = ${(rpcs / n).toFixed(2)} per job` : ''}`);
       }
+    } finally {
+      for (const f of fetchers.values()) await f.gahp.close();
     }
   } finally {
     removeTempDir(dir);
