@@ -35,7 +35,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { GahpDriver, pumpFetches, REPO_ROOT } from './lib/driver.js';
-import { peakRss, resetPeakRss } from './lib/proc.js';
+import { cpuTicks, peakRss, resetPeakRss } from './lib/proc.js';
 import { median, round, sleep } from './lib/stats.js';
 import { benchTempDir, cleanupAll, onCleanup, removeTempDir } from './lib/tmp.js';
 import { writeMany } from './lib/files.js';
@@ -351,7 +351,7 @@ async function fetchMeasure(opts: Options, log: AccessLog, note: Note): Promise<
     }
     // One side after the other, in halves (ours, other, other, ours; one GAHP process per
     // side throughout): a drift of the machine's speed falls on both alike.
-    const fetchers = new Map<string, { gahp: GahpDriver; jobs: string[]; lines: string[]; seconds: number; rpcs: number; results: string[] }>();
+    const fetchers = new Map<string, { gahp: GahpDriver; jobs: string[]; lines: string[]; seconds: number; rpcs: number; ticks: number; results: string[] }>();
     try {
       for (const side of sides) {
         const { batch, stateDir } = worlds.get(side)!;
@@ -365,7 +365,7 @@ async function fetchMeasure(opts: Options, log: AccessLog, note: Note): Promise<
         });
         const gahp = await pingedGahp(opts, side, stateDir);
         resetPeakRss(gahp.pid);
-        fetchers.set(side, { gahp, jobs, lines, seconds: 0, rpcs: 0, results: [] });
+        fetchers.set(side, { gahp, jobs, lines, seconds: 0, rpcs: 0, ticks: 0, results: [] });
       }
       const half = Math.ceil(n / 2);
       const order = sides.length === 2 ? (['ours', 'other', 'other', 'ours'] as const) : (['ours', 'ours'] as const);
@@ -375,12 +375,16 @@ async function fetchMeasure(opts: Options, log: AccessLog, note: Note): Promise<
         const part = f.results.length === 0 ? f.lines.slice(0, half) : f.lines.slice(half);
         const mark = log.mark();
         const t0 = nowS();
+        const ticks0 = cpuTicks(f.gahp.pid) ?? NaN;
         f.results.push(...(await pumpFetches(f.gahp, part, opts.inFlight)));
         f.seconds += nowS() - t0;
+        f.ticks += (cpuTicks(f.gahp.pid) ?? NaN) - ticks0;
         f.rpcs += (await log.since(mark)) ?? NaN;
       }
       for (const side of sides) {
-        const { gahp, jobs, seconds, rpcs, results } = fetchers.get(side)!;
+        const { gahp, jobs, seconds, rpcs, ticks, results } = fetchers.get(side)!;
+        // Clock ticks of the whole process (every thread), 100 a second on Linux.
+        const cpu = ticks / 100;
         const rss = mb(peakRss(gahp.pid));
         const failed = results.filter((r) => !r.startsWith('NULL'));
         let present = 0;
@@ -394,11 +398,12 @@ async function fetchMeasure(opts: Options, log: AccessLog, note: Note): Promise<
         Object.assign(out, {
           [`fetch_jobs_per_s_${side}`]: n / seconds,
           [`fetch_peak_rss_mb_${side}`]: rss,
+          [`fetch_cpu_s_${side}`]: cpu,
           [`fetch_failed_${side}`]: failed.length,
           [`fetch_outputs_present_${side}`]: present,
           ...(opts.accessLog ? { [`fetch_rpcs_per_job_${side}`]: rpcs / n } : {}),
         });
-        note(`fetch (${n} jobs in two halves, ${opts.inFlight} in flight, load ${l0} -> ${load()}): ${side} ${seconds.toFixed(1)} s = ${(n / seconds).toFixed(1)} jobs/s, peak RSS ${rss.toFixed(1)} MiB, ${failed.length} failed${failed[0] ? ` (first: ${failed[0].slice(0, 200)})` : ''}, ${present} outputs present (${right} reading "DONE <job name>")${opts.accessLog ? `, ${rpcs} requests = ${(rpcs / n).toFixed(2)} per job` : ''}`);
+        note(`fetch (${n} jobs in two halves, ${opts.inFlight} in flight, load ${l0} -> ${load()}): ${side} ${seconds.toFixed(1)} s = ${(n / seconds).toFixed(1)} jobs/s, ${cpu.toFixed(1)} s of CPU, peak RSS ${rss.toFixed(1)} MiB, ${failed.length} failed${failed[0] ? ` (first: ${failed[0].slice(0, 200)})` : ''}, ${present} outputs present (${right} reading "DONE <job name>")${opts.accessLog ? `, ${rpcs} requests = ${(rpcs / n).toFixed(2)} per job` : ''}`);
       }
     } finally {
       for (const f of fetchers.values()) await f.gahp.close();
