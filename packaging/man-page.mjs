@@ -1,8 +1,9 @@
 // The man page boinc-gahp(1), made from the text of `boinc-gahp --help` so the two cannot
 // drift apart: the usage line becomes SYNOPSIS, the first paragraph NAME, the paragraphs
 // before the first "Heading:" line DESCRIPTION, each "Heading:" block of "  term  text"
-// entries (commander's layout of Options: and Commands:) a section of tagged paragraphs,
-// and a later paragraph "Heading: text" a section of its own. Anything in another shape is
+// entries (commander's layout of Options:, Commands:, Examples:) a section of tagged
+// paragraphs, and a later paragraph "Heading: text" a section of its own. Each command's
+// own help (`boinc-gahp help <command>`) follows the commands, in COMMAND OPTIONS. Anything in another shape is
 // kept as a paragraph of text, so a change of the help never loses words here.
 
 /** Text made safe for roff: backslashes, and a leading dot or quote (a roff request). */
@@ -47,11 +48,34 @@ function blocks(lines) {
   return out;
 }
 
+/** The commands the help lists (its "Commands:" section), for their own help texts. */
+export function commandNames(helpText) {
+  const section = blocks(helpText.replace(/\r/g, '').split('\n')).find((b) => b.heading === 'Commands');
+  return (section?.entries ?? []).map((e) => e.term.split(' ')[0]).filter((name) => name !== 'help');
+}
+
+/** One command's `help <command>` as a subsection: its usage, what it does, its arguments and options. */
+function commandSection(helpText) {
+  const lines = helpText.replace(/\r/g, '').split('\n');
+  const usage = /^Usage: (.*)$/.exec(lines[0] ?? '');
+  if (!usage) throw new Error(`a command's help does not start with "Usage: ": ${JSON.stringify(lines[0])}`);
+  const out = [`.SS ${term(usage[1])}`];
+  for (const block of blocks(lines.slice(1))) {
+    if (!('entries' in block)) {
+      out.push('.PP', prose(block.text));
+      continue;
+    }
+    for (const e of block.entries) if (e.term !== '-h, --help') out.push('.TP', `.B ${term(e.term)}`, prose(e.text));
+  }
+  return out;
+}
+
 /**
- * helpText: the output of `boinc-gahp --help`; where: the installed paths the page names.
- * Returns the page in man(7) markup.
+ * helpText: the output of `boinc-gahp --help`; where: the installed paths the page names;
+ * commandHelps: each command's `boinc-gahp help <command>`, by name (commandNames), shown
+ * after the list of commands. Returns the page in man(7) markup.
  */
-export function helpToMan(helpText, where) {
+export function helpToMan(helpText, where, commandHelps = {}) {
   const lines = helpText.replace(/\r/g, '').split('\n');
   const usage = /^Usage: (\S+)\s*(.*)$/.exec(lines[0] ?? '');
   if (!usage) throw new Error(`the help does not start with "Usage: ": ${JSON.stringify(lines[0])}`);
@@ -73,6 +97,10 @@ export function helpToMan(helpText, where) {
       out.push(`.SH ${roff(block.heading.toUpperCase())}`);
       heading = block.heading;
       for (const e of block.entries) out.push('.TP', `.B ${term(e.term)}`, prose(e.text));
+      if (block.heading === 'Commands' && Object.keys(commandHelps).length > 0) {
+        out.push('.SH COMMAND OPTIONS');
+        for (const text of Object.values(commandHelps)) out.push(...commandSection(text));
+      }
       continue;
     }
     const titled = heading !== 'DESCRIPTION' ? /^([A-Z][A-Za-z ]{0,30}): (.*)$/.exec(block.text) : null;

@@ -6,7 +6,7 @@
 //   usr/bin/boinc-gahp                   runs /usr/bin/node on usr/lib/boinc-gahp/bin/boinc-gahp
 //   usr/libexec/blahp/boinc_*.sh         the BLAHP scripts, as `boinc-gahp blahp install` writes them
 //   usr/share/doc/boinc-gahp/            README.md and docs/
-//   usr/share/man/man1/boinc-gahp.1.gz   the man page, made from `boinc-gahp --help`
+//   usr/share/man/man1/boinc-gahp.1.gz   the man page, made from `boinc-gahp --help` and each command's help
 //
 // Usage: node packaging/stage.mjs <boinc-gahp-VERSION.tgz> <destdir>
 // Used by packaging/build-packages.sh (.deb) and packaging/rpm/boinc-gahp.spec (%install).
@@ -16,7 +16,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import * as zlib from 'node:zlib';
-import { helpToMan } from './man-page.mjs';
+import { commandNames, helpToMan } from './man-page.mjs';
 
 // Where the package puts things (paths in the installed system).
 const LIB_DIR = '/usr/lib/boinc-gahp';
@@ -66,11 +66,13 @@ async function writeGenerated(lib, under, version) {
   }
 
   // The help as a user sees it: no BOINC_GAHP_* settings of the builder's environment.
-  const help = execFileSync(process.execPath, [path.join(lib, 'bin/boinc-gahp'), '--help'], {
+  const helpOf = (...args) => execFileSync(process.execPath, [path.join(lib, 'bin/boinc-gahp'), ...args], {
     encoding: 'utf8',
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C' },
   });
-  const man = helpToMan(help, { version, docDir: DOC_DIR, blahpDir: BLAHP_DIR, libDir: LIB_DIR });
+  const help = helpOf('--help');
+  const commandHelps = Object.fromEntries(commandNames(help).map((name) => [name, helpOf('help', name)]));
+  const man = helpToMan(help, { version, docDir: DOC_DIR, blahpDir: BLAHP_DIR, libDir: LIB_DIR }, commandHelps);
   fs.mkdirSync(path.dirname(under(MAN_PAGE)), { recursive: true });
   // gzip without a name or time in its header: the same page gives the same bytes.
   fs.writeFileSync(under(MAN_PAGE), zlib.gzipSync(man, { level: 9 }), { mode: 0o644 });

@@ -53,7 +53,14 @@ function programWithGlobalOptions(): Command {
       '  2    a usage or configuration error\n' +
       '  70   an internal error (a bug; run as the GAHP, HTCondor starts it again)\n' +
       '  130  submit interrupted (Ctrl-C)\n' +
-      'Every option can also be set through the environment variable shown next to it.')
+      'Every option can also be set through the environment variable shown next to it.\n' +
+      '\nExamples:\n' +
+      '  boinc-gahp --project-url URL --authenticator-file FILE doctor  check the set-up, with the fix for each problem\n' +
+      '  boinc-gahp --project-url URL --authenticator-file FILE ping    does the project accept the account?\n' +
+      '  boinc-gahp submit job.sub            submit, wait, fetch the outputs (the file names the project)\n' +
+      '  boinc-gahp submit job.sub --no-wait  submit and return; the same command without --no-wait resumes\n' +
+      '  boinc-gahp status                    the batches submitted from here, their leases and jobs\n' +
+      '  boinc-gahp blahp install             BOINC as a batch system for HTCondor 23+ and HTCondor-CE')
     .version(GAHP_VERSION, '-V, --version')
     .exitOverride()
     .showHelpAfterError('(add --help for usage)')

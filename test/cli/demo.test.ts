@@ -9,6 +9,7 @@ import * as path from 'node:path';
 import { upperAscii } from '../../fixtures/apps.js';
 import { stderrFilePattern } from '../../fixtures/test-server/index.js';
 import { REPO_ROOT, makeTempDir } from '../support/gahp-process.js';
+import { runCli } from './cli-support.js';
 
 test('the demo runs the whole cycle and every output is correct', async () => {
   const dir = makeTempDir('boinc-gahp-demo-test-');
@@ -64,4 +65,15 @@ test('the demo runs the whole cycle and every output is correct', async () => {
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('boinc-gahp-demo --help prints its usage; a wrong option is a usage error', async () => {
+  const bin = path.join(REPO_ROOT, 'bin', 'boinc-gahp-demo');
+  const help = await runCli(['--help'], { bin });
+  expect({ code: help.code, stderr: help.stderr }).toEqual({ code: 0, stderr: '' });
+  expect(help.stdout).toMatch(/^Usage: boinc-gahp-demo \[options\]\n/);
+  for (const option of ['--output-dir <dir>', '--quiet', '--help']) expect(help.stdout).toContain(option);
+  const wrong = await runCli(['--bogus'], { bin });
+  expect(wrong.code).toBe(2);
+  expect(wrong.stderr).toMatch(/^error: unknown option '--bogus'\n/);
 });

@@ -338,8 +338,17 @@ describe('the npm package', () => {
     const longOptions = [...new Set(help.stdout.match(/--[a-z][a-z-]*/g))];
     expect(longOptions).toEqual(expect.arrayContaining(['--version', '--state-dir', '--project-url']));
     for (const option of longOptions) expect(man).toContain(option.replace(/-/g, '\\-'));
-    const commands = [...help.stdout.slice(help.stdout.indexOf('\nCommands:\n')).matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!);
+    const commandList = help.stdout.slice(help.stdout.indexOf('\nCommands:\n')).split('\n\n')[0]!;
+    const commands = [...commandList.matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!);
     expect(commands).toEqual(expect.arrayContaining(['ping', 'submit']));
     for (const command of commands) expect(man).toMatch(new RegExp(`^\\.B ${command}\\b`, 'm'));
+    // Each command's own options (submit --no-wait, doctor --json, ...), and examples.
+    for (const command of commands) {
+      const own = await run(process.execPath, [path.join(lib, 'bin/boinc-gahp'), 'help', command], { cwd: work, env, timeoutMs: 30_000 });
+      expect(man).toMatch(new RegExp(`^\\.SS boinc\\\\-gahp ${command}\\b`, 'm'));
+      for (const option of new Set(own.stdout.match(/--[a-z][a-z-]*/g))) expect(man).toContain(option.replace(/-/g, '\\-'));
+    }
+    expect(man).toContain('\\-\\-no\\-wait');
+    expect(man).toMatch(/^\.SH EXAMPLES\n\.TP\n\.B boinc\\-gahp /m);
   });
 });
