@@ -8,7 +8,9 @@
  * job's output, FETCH.inFlight commands outstanding, as the gridmanager sends them for
  * `transfer_output_files = out` and `transfer_output_remaps = "out = out.$(Process)"` (SOME,
 the pair (out, out.<n>), all in the cluster's one directory, stderr to err.<n>):
- * fetch_rpcs_per_job, fetch_jobs_per_s and fetch_drain_rss_mb, the GAHP's peak RSS over the
+ * fetch_rpcs_per_job, fetch_jobs_per_s, fetch_cpu_ms_per_job (the GAHP's user and system CPU
+ * over the drain per job: its own cost, steadier than the time on a shared machine) and
+ * fetch_drain_rss_mb, the GAHP's peak RSS over the
  * drain (its plateau: it rises over the first fetches and stays). Calls are counted by the
  * test server (each download is one get_output.php call).
  */
@@ -16,7 +18,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { escapeToken } from '../../../gahp/protocol/escape.js';
 import { GahpDriver, pumpFetches } from '../lib/driver.js';
-import { RssSampler } from '../lib/proc.js';
+import { cpuTicks, RssSampler } from '../lib/proc.js';
 import { BenchServer } from '../lib/server.js';
 import { benchTempDir, removeTempDir } from '../lib/tmp.js';
 import { secondsSince } from '../lib/stats.js';
@@ -31,6 +33,7 @@ export interface FetchFigures {
   poll_rpcs: number;
   fetch_rpcs_per_job: number;
   fetch_jobs_per_s: number;
+  fetch_cpu_ms_per_job: number;
   fetch_drain_rss_mb: number;
 }
 
@@ -82,16 +85,19 @@ export async function fetchDrainOnce(sizes: { jobs: number; inFlight: number }, 
       if (ping !== 'NULL') throw new Error(`BOINC_PING failed: ${ping}`);
       await server.clearRpcLog();
       const rss = new RssSampler(gahp.pid);
+      const cpu0 = cpuTicks(gahp.pid) ?? NaN;
       const t0 = process.hrtime.bigint();
       const results = await pumpFetches(gahp, lines, sizes.inFlight);
       const seconds = secondsSince(t0);
       const peak = rss.stop();
+      // Clock ticks of 10 ms (USER_HZ 100).
+      const cpuMs = ((cpuTicks(gahp.pid) ?? NaN) - cpu0) * 10;
       const failed = results.filter((r) => !r.startsWith('NULL'));
       if (failed.length > 0) throw new Error(`${failed.length} fetches failed, the first: ${failed[0]!.slice(0, 300)}`);
       const fetch = await countCalls(server);
       const perJob = (n: number) => n / sizes.jobs;
       note(
-        `fetch drain (${sizes.jobs} jobs, ${sizes.inFlight} in flight): ${seconds.toFixed(1)} s, peak RSS ${peak.toFixed(1)} MiB; ` +
+        `fetch drain (${sizes.jobs} jobs, ${sizes.inFlight} in flight): ${seconds.toFixed(1)} s, GAHP CPU ${(cpuMs / 1000).toFixed(1)} s, peak RSS ${peak.toFixed(1)} MiB; ` +
           `calls: submit ${JSON.stringify(submit.byKind)}, poll ${JSON.stringify(poll.byKind)}, fetch ${JSON.stringify(fetch.byKind)}`,
       );
       return {
@@ -99,6 +105,7 @@ export async function fetchDrainOnce(sizes: { jobs: number; inFlight: number }, 
         poll_rpcs: poll.total,
         fetch_rpcs_per_job: perJob(fetch.total),
         fetch_jobs_per_s: sizes.jobs / seconds,
+        fetch_cpu_ms_per_job: cpuMs / sizes.jobs,
         fetch_drain_rss_mb: peak,
       };
     } finally {
