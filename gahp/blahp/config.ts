@@ -7,7 +7,7 @@
  */
 import { checkProjectUrl, defaultStateDir, noAuthenticatorFile, readAuthenticator } from '../settings.js';
 import { BLAH_CONFIG_KEYS, blahConfigFile, blahpdHomeFromEnv, ENV, LOADED_CONFIG_ENV, readBlahConfig } from '../blahp-location.js';
-import { DEFAULT_LOG_ROTATION, Logger, type LogLevel } from '../log.js';
+import { DEFAULT_LOG_ROTATION, Logger, parseLogSize, type LogLevel, type LogRotation } from '../log.js';
 import { blahpPaths, type BlahpPaths } from './state.js';
 
 /** A missing or bad configuration: the script fails with this message, nothing is done. */
@@ -22,6 +22,8 @@ export interface BlahpConfig {
   paths: BlahpPaths;
   logFile?: string;
   logLevel: LogLevel;
+  /** When the log rotates (boinc_max_log, boinc_max_num_log; the GAHP's --max-log, --max-num-log). */
+  logRotation: LogRotation;
   /** One RPC's timeout (ms). Short: blahpd kills a script that is silent for 30 s. */
   rpcTimeoutMs: number;
   /** A status snapshot is used while younger than this (ms). */
@@ -86,12 +88,20 @@ export function loadConfig(given: NodeJS.ProcessEnv = process.env, needProject =
   const stateDir = env[ENV.stateDir]?.trim() || defaultStateDir();
   const level = (env[ENV.logLevel]?.trim() || 'info') as LogLevel;
   if (!['error', 'warn', 'info', 'debug'].includes(level)) throw new BlahpConfigError(`${ENV.logLevel} must be error, warn, info or debug`);
+  const maxLog = env[ENV.maxLog]?.trim();
+  let maxBytes = DEFAULT_LOG_ROTATION.maxBytes;
+  try {
+    if (maxLog) maxBytes = parseLogSize(maxLog);
+  } catch (err) {
+    throw new BlahpConfigError(`${ENV.maxLog}: ${(err as Error).message}`);
+  }
   const cfg: BlahpConfig = {
     projectUrl,
     authenticatorFile,
     stateDir,
     paths: blahpPaths(stateDir),
     logLevel: level,
+    logRotation: { maxBytes, keep: Math.round(num(env, ENV.maxNumLog, DEFAULT_LOG_ROTATION.keep, 1, 1000)) },
     rpcTimeoutMs: num(env, ENV.rpcTimeout, 10, 0.1, 600) * 1000,
     statusMaxAgeMs: num(env, ENV.statusMaxAge, 30, 0, 3600) * 1000,
     gatherMs: num(env, ENV.gatherMs, 300, 0, 10_000),
@@ -121,7 +131,7 @@ export function authenticatorOf(cfg: BlahpConfig): string {
 export function loggerOf(cfg: BlahpConfig): Logger {
   if (!cfg.logFile) return Logger.silent();
   try {
-    return Logger.toFile(cfg.logFile, cfg.logLevel, DEFAULT_LOG_ROTATION, 0o660);
+    return Logger.toFile(cfg.logFile, cfg.logLevel, cfg.logRotation, 0o660);
   } catch {
     // A log that cannot be opened must not fail the job.
     return Logger.silent();
