@@ -127,23 +127,33 @@ interface Worker {
   seq: number;
 }
 
+/**
+ * A concat batch of 4 jobs submitted through the GAHP and finished on the server. Each
+ * batch of a worker has a cluster of its own: jobs of a cluster submitted again in a new
+ * batch supersede the old batch's (the ledger's superseded-job index).
+ */
+async function submitDoneBatch(env: Env, tag: string, cluster: number): Promise<{ batch: string; jobs: string[] }> {
+  const batch = batchName('concat');
+  const a = writeInput(env.dir, `${tag}/a.txt`, `${tag} first input\n`);
+  const b = writeInput(env.dir, `${tag}/b.txt`, `${tag} second input\n`);
+  const jobs: LineJob[] = [0, 1, 2, 3].map((i) => ({ name: jobName(batch, cluster, i), args: [`-n${i}`], inputs: [[a, 'a'], [b, 'b']] }));
+  const r = await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'concat', jobs)}`, 60_000);
+  if (r[0] !== 'NULL') throw new Error(`${tag}: set-up submit failed: ${r.join(' ')}`);
+  env.server.advanceAll(batch);
+  await env.server.settled();
+  return { batch, jobs: jobs.map((j) => j.name) };
+}
+
 async function startWorker(w: number): Promise<Worker> {
   const stateDir = makeTempDir('boinc-gahp-rel-state-');
   let env: Env | undefined;
   try {
     env = await startEnv({}, { stateDir, logFile: path.join(stateDir, 'gahp.log'), args: ['--rpc-timeout', String(RPC_TIMEOUT_S)] });
-    const doneBatch = batchName('concat');
-    const a = writeInput(env.dir, 'done/a.txt', `worker ${w} first input\n`);
-    const b = writeInput(env.dir, 'done/b.txt', `worker ${w} second input\n`);
-    const jobs: LineJob[] = [0, 1, 2, 3].map((i) => ({ name: jobName(doneBatch, 1, i), args: [`-n${i}`], inputs: [[a, 'a'], [b, 'b']] }));
-    const r = await env.gahp.call(`BOINC_SUBMIT ${submitLine(doneBatch, 'concat', jobs)}`, 60_000);
-    if (r[0] !== 'NULL') throw new Error(`worker ${w}: set-up submit failed: ${r.join(' ')}`);
-    env.server.advanceAll(doneBatch);
-    await env.server.settled();
+    const done = await submitDoneBatch(env, `done-worker-${w}`, 1);
     const ab = batchName('uppercase');
     const abortable = Array.from({ length: 40 }, (_, i) => jobName(ab, 2, i));
     await submitBatch(env, ab, 'uppercase', abortable.map((name) => ({ name, inputs: [`abort me ${w}`] })));
-    return { env, stateDir, doneBatch, doneJobs: jobs.map((j) => j.name), abortable, seq: 0 };
+    return { env, stateDir, doneBatch: done.batch, doneJobs: done.jobs, abortable, seq: 0 };
   } catch (err) {
     await env?.close().catch(() => undefined);
     fs.rmSync(stateDir, { recursive: true, force: true });
@@ -168,7 +178,8 @@ interface Prepared {
   batch?: string;
 }
 
-function prepare(w: Worker, c: Case): Prepared {
+/** `fetchJob`: the job a fetch case fetches (default: one of the worker's finished batch). */
+function prepare(w: Worker, c: Case, fetchJob?: string): Prepared {
   const { env } = w;
   const n = w.seq++;
   switch (c.target.command) {
@@ -191,7 +202,7 @@ function prepare(w: Worker, c: Case): Prepared {
         check: () => undefined,
       };
     case 'fetch': {
-      const job = w.doneJobs[n % w.doneJobs.length]!;
+      const job = fetchJob ?? w.doneJobs[n % w.doneJobs.length]!;
       const iwd = path.join(env.dir, `iwd${n}`);
       fs.mkdirSync(iwd);
       return {
@@ -235,7 +246,14 @@ interface Outcome {
 async function runCase(w: Worker, c: Case): Promise<Outcome> {
   const { env } = w;
   const name = caseName(c);
-  const p = prepare(w, c);
+  // A fetch asks get_templates only for a batch newer than the app's kept answer
+  // (docs/boinc-server.md, "Templates kept between fetches"): such a case fetches from a
+  // batch of its own, so the fault is met.
+  let fetchJob: string | undefined;
+  if (c.target.command === 'fetch' && c.target.rpc === 'get_templates') {
+    fetchJob = (await submitDoneBatch(env, `templates${w.seq}`, 1000 + w.seq)).jobs[0];
+  }
+  const p = prepare(w, c, fetchJob);
   let outDir = p.outDir;
   if (outDir?.startsWith('retire:')) {
     const batch = outDir.slice('retire:'.length);
