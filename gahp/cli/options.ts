@@ -8,7 +8,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DEFAULT_LOG_LEVEL, DEFAULT_LOG_ROTATION, Logger, type LogLevel } from '../log.js';
 import type { GahpRunOptions } from './run-gahp.js';
-import { defaultStateDir } from '../settings.js';
+import { defaultStateDir, UsageError } from '../settings.js';
+import { errnoText } from '../dirs.js';
 import type { NetworkSettings } from '../../boinc-rpc/network.js';
 import { shellWord } from '../util.js';
 
@@ -49,7 +50,14 @@ export type GahpCliOptions = GlobalOptions & { protocol?: boolean; interactive?:
 export function makeLogger(g: GlobalOptions): Logger {
   // --debug is for watching a GAHP at work: everything, unless a level is given.
   const level = g.logLevel ?? (g.debug && !g.log ? 'debug' : DEFAULT_LOG_LEVEL);
-  if (g.log) return Logger.toFile(g.log, level, { maxBytes: g.maxLog ?? DEFAULT_LOG_ROTATION.maxBytes, keep: g.maxNumLog ?? DEFAULT_LOG_ROTATION.keep });
+  if (g.log) {
+    try {
+      return Logger.toFile(g.log, level, { maxBytes: g.maxLog ?? DEFAULT_LOG_ROTATION.maxBytes, keep: g.maxNumLog ?? DEFAULT_LOG_ROTATION.keep });
+    } catch (err) {
+      // A configuration error (exit 2), not node's raw `ENOENT: ..., open '...'`.
+      throw new UsageError(`cannot open the log file ${g.log}: ${errnoText(err)}; give --log (BOINC_GAHP_LOG) a file in a directory this user can write`);
+    }
+  }
   if (g.debug) return Logger.toStderr(level);
   return Logger.silent();
 }

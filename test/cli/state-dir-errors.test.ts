@@ -153,3 +153,16 @@ for (const place of places) {
       `^FAIL  state directory ${lit(sd)}: cannot be created: ${place.doctor()} \\(from --state-dir / BOINC_GAHP_STATE_DIR\\)  -> fix: give --state-dir `))]);
   }, 60_000);
 }
+
+test('a --log file in a directory that does not exist: one line, exit 2, for ping and the GAHP on stdin', async () => {
+  const log = path.join(dir, 'no-such-dir', 'gahp.log');
+  const said = `boinc-gahp: cannot open the log file ${log}: ENOENT (no such file or directory); give --log (BOINC_GAHP_LOG) a file in a directory this user can write`;
+  const [ping, gahp] = await Promise.all([
+    run(['--log', log, '--project-url', server.url, '--authenticator-file', auth, 'ping']),
+    run(['--log', log], { input: 'VERSION\nQUIT\n' }),
+  ]);
+  for (const r of [ping, gahp]) {
+    expect(r.code).toBe(2);
+    expect(lines(r.stderr)).toEqual([said]);
+  }
+}, 60_000);
