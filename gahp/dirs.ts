@@ -1,6 +1,6 @@
 /**
  * Making directories, one rule everywhere (docs/storage.md, "Making directories"): level by
- * level from the nearest existing ancestor, never node's `mkdir(..., { recursive: true })`.
+ * level from the nearest existing ancestor, never node's recursive mkdir.
  * Node 20's recursive mkdir loops forever, at full CPU, where a directory cannot be made in
  * a parent that exists (under `/proc`: mkdir says ENOENT, its parent EEXIST, again). Here each
  * level is one mkdir, so a failure is one errno naming one path, said with what the
