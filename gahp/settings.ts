@@ -7,6 +7,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { errnoText } from './dirs.js';
 
 /** A usage or configuration problem: exit code 2. */
 export class UsageError extends Error {
@@ -91,7 +92,7 @@ export function readAuthenticatorFile(file: string): AuthenticatorFile {
     const fix = e.code === 'ENOENT'
       ? `write the account's authenticator (the project web site's account keys page) into ${abs} as one line, then chmod 600 ${abs}`
       : `make ${abs} readable by the user running boinc-gahp (and by no one else): chown that user ${abs}; chmod 600 ${abs}`;
-    throw new ConfigError(what, `cannot be read: ${e.message}`, fix);
+    throw new ConfigError(what, `cannot be read: ${errnoText(e)}`, fix);
   }
   const lines = text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0);
   if (lines.length === 0) throw new ConfigError(what, 'is empty', `write the account's authenticator into ${abs} as one line`);

@@ -99,7 +99,6 @@ export async function runCommandLine(
 
   const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals<GlobalOptions>();
 
-
   program
     .command('ping')
     .description('check that the project answers and accepts the account (BOINC_PING)')
