@@ -59,14 +59,9 @@ export async function stageStderrAppend(
     const target = await fsp.realpath(dest);
     return () => appendInPlace(target, typeof text === 'string' ? Buffer.from(text, 'utf8') : text, once);
   }
+  // Like the outputs beside it (not synced: renamed into place, it is whole after a kill).
   const tmp = staging.reserve(dest);
-  const fh = await fsp.open(tmp, 'wx', 0o644);
-  try {
-    await fh.appendFile(text);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
+  await fsp.writeFile(tmp, text, { flag: 'wx', mode: 0o644 });
   staging.stage(tmp, dest);
   if (!once) return undefined;
   const length = typeof text === 'string' ? Buffer.byteLength(text, 'utf8') : text.length;

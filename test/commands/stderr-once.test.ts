@@ -5,6 +5,7 @@
  * The real GAHP process, the test server, real files.
  */
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { sampleApps } from '../../fixtures/test-server/index.js';
@@ -65,7 +66,64 @@ test('fetching a completed job twice leaves the stderr file as after one fetch, 
   // Nothing of ours in the users' directories; the records are in the state directory.
   expect(listTree(iwd)).toEqual(['job.err', 'out']);
   expect(listTree(iwd2)).toEqual(['job.err', 'out']);
-  expect(fs.readdirSync(path.join(env.stateDir, 'stderr-appends')).length).toBeGreaterThanOrEqual(2);
+  expect(recordLines().filter((r) => r.job === job).map((r) => r.dest).sort()).toEqual([path.join(iwd, 'job.err'), path.join(iwd2, 'job.err')].sort());
+});
+
+/** Every record line in the state directory's shard files. */
+function recordLines(): Array<{ job: string; dest: string }> {
+  const dir = path.join(env.stateDir, 'stderr-appends');
+  return fs.readdirSync(dir).filter((f) => f.endsWith('.log'))
+    .flatMap((f) => fs.readFileSync(path.join(dir, f), 'utf8').split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l) as { job: string; dest: string }));
+}
+
+test('records are lines in at most 256 shard files: a fetch creates no file for its record', async () => {
+  const jobs = await completedJobs(Array.from({ length: 15 }, (_, k) => `job ${k}\n`));
+  const dir = path.join(env.stateDir, 'stderr-appends');
+  const iwd = newIwd();
+  for (const [k, job] of jobs.entries()) await fetch(job, iwd, `e${k}.err`);
+  // The files are the shards the records' keys name, no more: none made per record.
+  const shardOf = (r: { job: string; dest: string }) => `${createHash('sha256').update(`${r.job}\0${r.dest}`).digest('hex').slice(0, 2)}.log`;
+  expect(fs.readdirSync(dir).filter((f) => !f.startsWith('.')).sort()).toEqual([...new Set(recordLines().map(shardOf))].sort());
+  expect(fs.readdirSync(dir).length).toBeLessThanOrEqual(256);
+  expect(fs.readdirSync(dir).filter((f) => /^[0-9a-f]{64}$/.test(f))).toEqual([]);
+  expect(recordLines().filter((r) => jobs.includes(r.job))).toHaveLength(15);
+  // Each is honoured: repeats change nothing.
+  const first = jobs.map((_, k) => fs.readFileSync(path.join(iwd, `e${k}.err`), 'utf8'));
+  first.forEach((text, k) => expect(text).toContain(`job ${k}\n`));
+  for (const [k, job] of jobs.entries()) await fetch(job, iwd, `e${k}.err`);
+  expect(jobs.map((_, k) => fs.readFileSync(path.join(iwd, `e${k}.err`), 'utf8'))).toEqual(first);
+});
+
+test("a torn record line is skipped; an earlier version's record file is still honoured", async () => {
+  const [torn, legacy] = await completedJobs(['torn record\n', 'legacy record\n']);
+  const dir = path.join(env.stateDir, 'stderr-appends');
+  const iwd = newIwd();
+  const err = path.join(iwd, 'job.err');
+  await fetch(torn!, iwd);
+  const one = fs.readFileSync(err, 'utf8');
+  // Cut the job's record line in half, as a kill mid-write would: it reads as none.
+  for (const f of fs.readdirSync(dir).filter((n) => n.endsWith('.log'))) {
+    const text = fs.readFileSync(path.join(dir, f), 'utf8');
+    const at = text.indexOf(`{"job":${JSON.stringify(torn)},`);
+    if (at >= 0) fs.writeFileSync(path.join(dir, f), text.slice(0, at + 40) + '\n' + text.slice(text.indexOf('\n', at) + 1));
+  }
+  await fetch(torn!, iwd);
+  expect(fs.readFileSync(err, 'utf8')).toBe(one + one);
+
+  // A record written by an earlier version: a file named by the key, the same JSON.
+  const iwd2 = newIwd();
+  const err2 = path.join(iwd2, 'job.err');
+  await fetch(legacy!, iwd2);
+  const text = fs.readFileSync(err2, 'utf8');
+  const st = fs.statSync(err2, { bigint: true });
+  for (const f of fs.readdirSync(dir).filter((n) => n.endsWith('.log'))) {
+    const lines = fs.readFileSync(path.join(dir, f), 'utf8').split('\n');
+    fs.writeFileSync(path.join(dir, f), lines.filter((l) => !l.startsWith(`{"job":${JSON.stringify(legacy)},`)).join('\n'));
+  }
+  const key = createHash('sha256').update(`${legacy}\0${err2}`).digest('hex');
+  fs.writeFileSync(path.join(dir, key), JSON.stringify({ job: legacy, dest: err2, dev: String(st.dev), ino: String(st.ino), size: String(st.size), length: text.length, at: Date.now() }));
+  await fetch(legacy!, iwd2);
+  expect(fs.readFileSync(err2, 'utf8')).toBe(text);
 });
 
 test('two jobs with the same stderr text sharing one stderr file: two appends', async () => {
