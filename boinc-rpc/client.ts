@@ -384,7 +384,7 @@ export class BoincClient implements BoincRpc {
       if (!Number.isInteger(req.fileNum) || req.fileNum < 0) {
         throw new BoincRpcError('get_output', 'local', `invalid file number ${req.fileNum}`);
       }
-      return await this.transport.download('get_output', this.outputUrl(req.jobName, req.fileNum), req.destPath, req.signal);
+      return await this.transport.download('get_output', this.outputUrl(req.jobName, req.fileNum), req.destPath, req.signal, req.destIsTemp === true);
     } catch (err) {
       throw this.wrap('get_output', err);
     }

@@ -183,6 +183,12 @@ export interface FetchOutputRequest extends CallOptions {
   fileNum: number;
   /** Written complete or not at all (temp file beside it, renamed into place). */
   destPath: string;
+  /**
+   * destPath is a temp name of the caller's, which renames it into place itself: the file is
+   * written there directly (created exclusively, removed on failure), without a temp file
+   * and a rename of the client's.
+   */
+  destIsTemp?: boolean;
 }
 
 export interface BoincRpc {

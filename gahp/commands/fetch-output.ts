@@ -243,7 +243,7 @@ async function stageOutputs(rpc: BoincRpc, req: FetchOutputRequest, templates: A
     for (const [name, dests] of wanted) {
       for (const d of dests) await checkDefaultDest(req, name, d);
       const first = staging.reserve(dests[0]!);
-      await writing(dests[0]!, () => rpc.fetchOutputFile({ jobName: req.jobName, fileNum: outputs.indexOf(name), destPath: first, signal }));
+      await writing(dests[0]!, () => rpc.fetchOutputFile({ jobName: req.jobName, fileNum: outputs.indexOf(name), destPath: first, destIsTemp: true, signal }));
       staging.stage(first, dests[0]!);
       for (const d of dests.slice(1)) await writing(d, () => staging.stageCopy(first, d));
     }
@@ -254,7 +254,7 @@ async function stageOutputs(rpc: BoincRpc, req: FetchOutputRequest, templates: A
   const zipName = outputs[0]!;
   const zipDest = path.join(req.iwd, zipName.replace(/\//g, '_'));
   const zipTmp = staging.reserve(zipDest);
-  await writing(zipDest, () => rpc.fetchOutputFile({ jobName: req.jobName, fileNum: 0, destPath: zipTmp, signal }));
+  await writing(zipDest, () => rpc.fetchOutputFile({ jobName: req.jobName, fileNum: 0, destPath: zipTmp, destIsTemp: true, signal }));
   const zip = await SafeZip.open(zipTmp);
   try {
     const isAvailable = (n: string) => n === zipName || zip.has(n);

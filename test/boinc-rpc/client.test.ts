@@ -178,6 +178,27 @@ describe('RPCs against the test server', () => {
     expect(server.batches().find((x) => x.id === batchId)?.state ?? 4).toBe(4);
   });
 
+  test('destIsTemp: the output is written to destPath itself, exclusively, and removed on failure', async () => {
+    const c = client();
+    const { batchName, jobNames } = await submitted(c, 'uppercase', 1);
+    server.advanceAll(batchName);
+    await server.settled();
+    const dir = fs.mkdtempSync(path.join(tmp, 'direct-'));
+    const dest = path.join(dir, '.out.tmp');
+    expect(await c.fetchOutputFile({ jobName: jobNames[0]!, fileNum: 0, destPath: dest, destIsTemp: true })).toEqual({ bytes: server.outputOf(jobNames[0]!, 0)!.length });
+    // No temp file of the client's beside it, nothing renamed: the one file is the caller's.
+    expect(fs.readdirSync(dir)).toEqual(['.out.tmp']);
+    expect(fs.readFileSync(dest)).toEqual(server.outputOf(jobNames[0]!, 0));
+    // Created exclusively: a name already taken is never written over.
+    const e = await rejection(c.fetchOutputFile({ jobName: jobNames[0]!, fileNum: 0, destPath: dest, destIsTemp: true }));
+    expect(e.kind).toBe('local');
+    expect(fs.readFileSync(dest)).toEqual(server.outputOf(jobNames[0]!, 0));
+    // A failed download leaves nothing.
+    const gone = path.join(dir, '.missing.tmp');
+    await rejection(c.fetchOutputFile({ jobName: 'nojob', fileNum: 0, destPath: gone, destIsTemp: true }));
+    expect(fs.readdirSync(dir)).toEqual(['.out.tmp']);
+  });
+
   test('query_batch2 of several batches keeps their order; min_mod_time passes through', async () => {
     const c = client();
     const one = await submitted(c, 'uppercase', 1);
