@@ -96,12 +96,14 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRe
       if (!hasCanonical && !hasError) {
         throw new Error(`job ${req.jobName} has no completed instance (error mask ${job.errorMask})`);
       }
-      const st = await fsp.stat(req.iwd).catch(() => undefined);
-      if (!st?.isDirectory()) throw new Error(`iwd ${req.iwd} is not a directory`);
-
       const empty = req.specs.findIndex((sp) => sp.src.length === 0 || sp.dst.length === 0);
       if (empty >= 0) throw new Error(`file spec ${empty + 1} of job ${req.jobName} has an empty name`);
-      const deliver = (t: AppTemplates) => deliverJob(services, rpc, req, job, hasCanonical, t, ctx);
+      // The iwd is looked at only when a write failed (one file-system call less a fetch).
+      const deliver = (t: AppTemplates) => deliverJob(services, rpc, req, job, hasCanonical, t, ctx).catch(async (err: unknown) => {
+        const iwd = err instanceof WriteError ? await fsp.stat(req.iwd).catch(() => undefined) : undefined;
+        if (err instanceof WriteError && !iwd?.isDirectory()) throw new WriteError(`iwd ${req.iwd} is not a directory`, { cause: err });
+        throw err;
+      });
       try {
         await deliver(templates);
       } catch (err) {

@@ -195,6 +195,18 @@ describe('BOINC_FETCH_OUTPUT', () => {
     expect(listTree(iwd)).toEqual([]);
   });
 
+  test('an iwd that is missing or a file: error result naming it, nothing written', async () => {
+    const missing = path.join(newIwd(), 'not here');
+    const r = await env.gahp.call(`BOINC_FETCH_OUTPUT ${esc(J(1))} ${esc(missing)} err ALL 0`);
+    expect(r).toEqual([`iwd ${missing} is not a directory`]);
+    expect(fs.existsSync(missing)).toBe(false);
+    const file = path.join(newIwd(), 'a file');
+    fs.writeFileSync(file, 'kept');
+    const r2 = await env.gahp.call(`BOINC_FETCH_OUTPUT ${esc(J(1))} ${esc(file)} err ALL 0`);
+    expect(r2).toEqual([`iwd ${file} is not a directory`]);
+    expect(fs.readFileSync(file, 'utf8')).toBe('kept');
+  });
+
   test('zip output: unpacked into iwd with a zip library (ALL), specs as renames', async () => {
     const iwd = newIwd();
     const r = await env.gahp.call(`BOINC_FETCH_OUTPUT ${esc(jobName(batch + 'z', 1))} ${esc(iwd)} err ALL 1 args.txt ${esc('the args')}`);
