@@ -9,12 +9,20 @@
  * replies, which are written a slice at a time from the results they deliver: each result
  * is released as it is written, and memory never holds a second, joined copy of a
  * RESULTS reply (one can be hundreds of MiB of BOINC_QUERY_BATCHES answers).
+ *
+ * One-line replies queued in one turn of the event loop go out together, in one write()
+ * after it (setImmediate): the `S` replies to a chunk of requests, an `R`; a reply of
+ * several lines (RESULTS) is written at once, with them. Each write to the pipe is a system call that wakes the reader;
+ * with one per line, a fetch drain of 50 commands in flight spent ~6% of the GAHP's time
+ * writing its three lines a job (issue 31).
  */
 import type { Logger } from '../log.js';
 import { clipRedacted } from './messages.js';
 
 /** About how much text one write() carries when many lines are queued. */
 const SLICE_CHARS = 64 * 1024;
+/** One-line replies that may wait for the end of the event loop's turn, at most. */
+const DEFERRED_REPLIES_MAX = 64;
 /** Lines of one reply shown in the debug log (a RESULTS reply can have thousands). */
 const LOGGED_LINES = 20;
 
@@ -29,6 +37,8 @@ interface QueuedLines {
 export class LineWriter {
   private readonly queue: QueuedLines[] = [];
   private waitingForDrain = false;
+  /** A write after this turn of the event loop is scheduled. */
+  private flushScheduled = false;
   private closed = false;
   private idleWaiters: Array<() => void> = [];
 
@@ -44,7 +54,7 @@ export class LineWriter {
 
   /** Whether output waits for the reader (nothing more should be produced than must be). */
   get busy(): boolean {
-    return this.waitingForDrain || this.queue.length > 0;
+    return this.waitingForDrain || (this.queue.length > 0 && !this.flushScheduled);
   }
 
   /**
@@ -55,14 +65,27 @@ export class LineWriter {
     if (this.closed || lines.length === 0) return;
     if (this.log.enabled) this.logLines(lines, prefix);
     this.queue.push({ lines, next: 0, prefix });
-    if (!this.waitingForDrain) this.pump();
+    if (this.waitingForDrain) return;
+    // A reply of several lines (RESULTS) goes at once, with what waits before it: the
+    // reader's pace then holds back the requests after it, as before.
+    if (lines.length > 1 || this.queue.length >= DEFERRED_REPLIES_MAX) {
+      this.pump();
+      return;
+    }
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      if (!this.waitingForDrain) this.pump();
+      if (!this.busy) this.wakeIdleWaiters();
+    });
   }
 
   /** Resolves when everything queued has been handed to the stream (at once once closed). */
   flushed(): Promise<void> {
     return new Promise<void>((resolve) => {
       if (this.closed) resolve();
-      else if (this.busy) this.idleWaiters.push(resolve);
+      else if (this.busy || this.flushScheduled) this.idleWaiters.push(resolve);
       else this.output.write('', () => resolve());
     }).then(() => undefined, () => undefined);
   }
@@ -76,13 +99,15 @@ export class LineWriter {
 
   private pump(): void {
     while (this.queue.length > 0 && !this.closed) {
-      const item = this.queue[0]!;
       let text = '';
-      while (item.next < item.lines.length && text.length < SLICE_CHARS) {
-        text += item.prefix + item.lines[item.next] + '\n';
-        item.lines[item.next++] = undefined;
+      while (this.queue.length > 0 && text.length < SLICE_CHARS) {
+        const item = this.queue[0]!;
+        while (item.next < item.lines.length && text.length < SLICE_CHARS) {
+          text += item.prefix + item.lines[item.next] + '\n';
+          item.lines[item.next++] = undefined;
+        }
+        if (item.next >= item.lines.length) this.queue.shift();
       }
-      if (item.next >= item.lines.length) this.queue.shift();
       if (!this.writeOut(text)) {
         this.waitingForDrain = true;
         this.output.once('drain', () => {
