@@ -7,5 +7,9 @@ export default {
   transform: { '^.+\\.ts$': ['ts-jest', { useESM: true, isolatedModules: true }] },
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   testTimeout: 60000,
+  // A test that fails half-way can leave a child process or a server behind it; jest
+  // would then wait for it after the last test, and CI until its time limit (it once did,
+  // for 90 minutes, after a 60 s failure). The run's result is printed either way.
+  forceExit: true,
   reporters: ['default', '<rootDir>/test/support/summary-reporter.cjs'],
 };

@@ -150,36 +150,64 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
     }
   };
   const session: PromptSession = { client, commands, inFlight: new Map(), print };
+  let allAnswered: Array<() => void> = [];
   client.onResult = (reqId, tokens) => {
     const request = session.inFlight.get(reqId);
     session.inFlight.delete(reqId);
+    if (session.inFlight.size === 0) {
+      for (const w of allAnswered) w();
+      allAnswered = [];
+    }
     const lines = describeResult(request?.command, tokens, request?.args);
     print(lines.map((l, i) => (i === 0 ? `[${reqId}] ${l}` : l)).join('\n'));
   };
   client.onStray = (line) => print(`(unexpected line from the GAHP: ${line})`);
 
-  const banner = await client.banner;
-  await client.request(['ASYNC_MODE_ON']);
-  output.write(
-    `${banner}\n` +
-    `boinc-gahp ${GAHP_VERSION} interactive mode: the GAHP protocol HTCondor speaks, by hand.\n` +
-    (opts.projectUrl && opts.authenticator ? `Project ${opts.projectUrl} is selected.\n` : 'No project selected yet: BOINC_SELECT_PROJECT <url> <authenticator> (or start with --project-url and --authenticator-file).\n') +
-    'Type "help" for commands, "help <COMMAND>" for one. Request ids are optional. "quit" or Ctrl-D leaves.\n',
-  );
-
-  rl.prompt();
-  return promptLoop(rl, session, state, output);
+  const started = (async () => {
+    const banner = await client.banner;
+    await client.request(['ASYNC_MODE_ON']);
+    output.write(
+      `${banner}\n` +
+      `boinc-gahp ${GAHP_VERSION} interactive mode: the GAHP protocol HTCondor speaks, by hand.\n` +
+      (opts.projectUrl && opts.authenticator ? `Project ${opts.projectUrl} is selected.\n` : 'No project selected yet: BOINC_SELECT_PROJECT <url> <authenticator> (or start with --project-url and --authenticator-file).\n') +
+      'Type "help" for commands, "help <COMMAND>" for one. Request ids are optional. "quit" or Ctrl-D leaves.\n',
+    );
+    rl.prompt();
+  })();
+  // The prompt listens from the start: readline reads stdin as soon as it exists, and a
+  // line (or the end of input) that came before the GAHP had answered would otherwise be
+  // lost, and with it the end (`printf 'BOINC_PING\n' | boinc-gahp --interactive` waited
+  // for ever). Such lines are handled in order once the GAHP is up.
+  // Lines piped in (a script, not a person) are all answered before the GAHP stops: their
+  // results are what was asked for. A person at a terminal who leaves, leaves at once.
+  const resultsAwaited = isTty
+    ? () => Promise.resolve()
+    : () => new Promise<void>((resolve) => (session.inFlight.size === 0 ? resolve() : allAnswered.push(resolve)));
+  return promptLoop(rl, session, state, output, started, resultsAwaited);
 }
 
 /** Reads typed lines one after the other until quit, Ctrl-D or Ctrl-C on an empty line; resolves with the GAHP's exit code. */
-function promptLoop(rl: readline.Interface, session: PromptSession, state: { closing: boolean; busy: boolean }, output: NodeJS.WritableStream): Promise<number> {
-  let chain: Promise<boolean> = Promise.resolve(true);
-  return new Promise<number>((resolve) => {
+function promptLoop(
+  rl: readline.Interface,
+  session: PromptSession,
+  state: { closing: boolean; busy: boolean },
+  output: NodeJS.WritableStream,
+  started: Promise<void>,
+  resultsAwaited: () => Promise<void>,
+): Promise<number> {
+  let chain: Promise<boolean> = started.then(() => true);
+  return new Promise<number>((resolve, reject) => {
+    // A GAHP that does not come up: said by the caller, as before; nothing typed is sent.
+    started.catch((err: unknown) => {
+      state.closing = true;
+      rl.close();
+      reject(err);
+    });
     const finish = async () => {
       if (state.closing) return;
       state.closing = true;
       await chain.catch(() => true);
-      // Give results already on their way a moment to print.
+      await resultsAwaited();
       const code = await session.client.close();
       output.write('\n');
       resolve(code ?? 0);

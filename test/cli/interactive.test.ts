@@ -162,3 +162,53 @@ describePty('interactive mode on a terminal', () => {
     expect(term.text).not.toContain(server.authenticator);
   });
 });
+
+describe('interactive mode fed by a pipe', () => {
+  let server: TestBoincServer;
+  let dir: string;
+
+  beforeAll(async () => {
+    server = await startTestServer();
+    dir = makeTempDir('boinc-gahp-piped-');
+  });
+  afterAll(async () => {
+    await server.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Runs the prompt with all of `input` written and stdin closed at once; kills it after 20 s. */
+  function runPiped(input: string): Promise<{ code: number | null; out: string }> {
+    const authFile = path.join(dir, 'auth');
+    fs.writeFileSync(authFile, server.authenticator + '\n');
+    const child = spawn(process.execPath, [GAHP_BIN, '--interactive', '--state-dir', path.join(dir, 'state'), '--project-url', server.url, '--authenticator-file', authFile], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (d: string) => (out += d));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    child.stdin.end(input);
+    return new Promise((resolve) => child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, out });
+    }));
+  }
+
+  // The lines are in the pipe before the GAHP has answered its first request: they were
+  // lost, and the end of input with them, and the prompt waited for ever.
+  test('lines and the end of input that come before the GAHP is up are all handled; results in flight are printed before it leaves', async () => {
+    const r = await runPiped('BOINC_PING\nVERSION\n');
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('S  (request 1 queued)');
+    expect(r.out).toContain('S $GahpVersion:');
+    expect(r.out).toContain('[1] BOINC_PING ok');
+  }, 30_000);
+
+  test('quit in a script also waits for the results asked before it', async () => {
+    const r = await runPiped('BOINC_PING\nquit\nVERSION\n');
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('[1] BOINC_PING ok');
+    expect(r.out).not.toContain('S $GahpVersion:');
+  }, 30_000);
+});

@@ -75,17 +75,25 @@ test('the interactive prompt prints the text as lines', async () => {
   });
   let out = '';
   child.stdout.setEncoding('utf8');
-  const printed = new Promise<void>((resolve) => {
+  const printed = new Promise<void>((resolve, reject) => {
     child.stdout.on('data', (d: string) => {
       out += d;
       if (out.includes('after a lone CR')) resolve();
     });
+    child.on('exit', () => reject(new Error(`the prompt exited before printing the error; it printed:\n${out}`)));
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-  child.stdin.write('BOINC_PING\n');
-  await printed;
-  child.stdin.end('quit\n');
-  expect(await exited).toBe(0);
+  // A prompt that never prints must not outlive the test (jest would wait for it for ever).
+  const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  try {
+    child.stdin.write('BOINC_PING\n');
+    await printed;
+    child.stdin.end('quit\n');
+    expect(await exited).toBe(0);
+  } finally {
+    clearTimeout(timer);
+    child.kill('SIGKILL');
+  }
   expect(out).not.toContain('\r');
   expect(out).toMatch(/\] BOINC_PING failed: ping failed: first line\nsecond line: C:\\boinc\\projects \\n is not a newline\nthird line\nafter a lone CR\n/);
 });
