@@ -87,6 +87,11 @@ export class GahpClient {
   onStray: ((line: string) => void) | undefined;
   /** The BOINC_* commands of an in-process GAHP (usage, summary, parse), for help texts. */
   commands: Command[] | undefined;
+  /**
+   * The in-process GAHP's state directory as it chose it (the configured one, its fallback,
+   * or undefined: state in memory; gahp/state-dir.ts). Undefined for a child process.
+   */
+  stateDir: string | undefined;
 
   private constructor(private readonly transport: Transport) {
     this.banner = new Promise((resolve, reject) => {
@@ -108,6 +113,7 @@ export class GahpClient {
       kill: () => void running.server.shutdown(),
     });
     client.commands = running.commands;
+    client.stateDir = running.services.config.stateDir;
     return client;
   }
 

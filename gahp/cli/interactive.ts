@@ -119,7 +119,9 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
   for (const c of client.commands ?? []) commands.set(c.name.toUpperCase(), c);
   const isTty = Boolean((output as NodeJS.WriteStream).isTTY);
 
-  const historyFile = opts.historyFile ?? (opts.stateDir ? path.join(opts.stateDir, 'history') : undefined);
+  // In the directory the GAHP chose: the configured one, or its fallback when that cannot be
+  // used (none when the state is kept in memory: the history then lasts the session).
+  const historyFile = opts.historyFile ?? (client.stateDir ? path.join(client.stateDir, 'history') : undefined);
   const rl = readline.createInterface({
     input,
     output,

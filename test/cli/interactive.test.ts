@@ -23,9 +23,10 @@ class Terminal {
   private waiters: Array<() => void> = [];
   readonly exited: Promise<number | null>;
 
-  constructor(args: string[]) {
+  constructor(args: string[], extraEnv: NodeJS.ProcessEnv = {}) {
     const env: NodeJS.ProcessEnv = { TERM: 'xterm' };
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('BOINC_GAHP_')) env[k] = v;
+    Object.assign(env, extraEnv);
     env.TERM = 'xterm';
     this.child = spawn('python3', [RELAY, process.execPath, GAHP_BIN, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     // Decoded as streams: a character split across two reads stays whole.
@@ -138,6 +139,22 @@ describePty('interactive mode on a terminal', () => {
     expect(history).toContain(`BOINC_SELECT_PROJECT ${server.url} ***`);
     expect(history).toContain('BOINC_PING 77');
     expect(history).not.toContain(server.authenticator);
+  });
+
+  test('the history is kept in the state directory the GAHP falls back to', async () => {
+    // A --state-dir that cannot be made (under a regular file): the GAHP uses its fallback
+    // under the system temp dir, here the test's own (TMPDIR).
+    fs.writeFileSync(path.join(dir, 'a-file'), '');
+    const tmp = path.join(dir, 'tmp');
+    fs.mkdirSync(tmp);
+    term = new Terminal(['--state-dir', path.join(dir, 'a-file', 'state')], { TMPDIR: tmp });
+    await term.waitFor(/gahp> /);
+    await term.exchange('BOINC_PING 5', /\[5\] BOINC_PING failed: [^\n]*\n/);
+    term.type('quit');
+    expect(await term.exited).toBe(0);
+    const fallback = fs.readdirSync(tmp).filter((n) => n.startsWith('boinc-gahp-'));
+    expect(fallback).toHaveLength(1);
+    expect(fs.readFileSync(path.join(tmp, fallback[0]!, 'history'), 'utf8')).toContain('BOINC_PING 5');
   });
 
   test('a project pre-selected from the command line; the authenticator never shows; Ctrl-C, Ctrl-D', async () => {
