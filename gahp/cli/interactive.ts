@@ -182,7 +182,7 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
   // for ever). Such lines are handled in order once the GAHP is up.
   // Lines piped in (a script, not a person) are all answered before the GAHP stops: their
   // results are what was asked for. A person at a terminal who leaves, leaves at once.
-  const resultsAwaited = isTty
+  const resultsAwaited = (input as NodeJS.ReadStream).isTTY
     ? () => Promise.resolve()
     : () => new Promise<void>((resolve) => (session.inFlight.size === 0 ? resolve() : allAnswered.push(resolve)));
   return promptLoop(rl, session, state, output, started, resultsAwaited);
