@@ -165,6 +165,10 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
   };
   client.onStray = (line) => print(`(unexpected line from the GAHP: ${line})`);
 
+  // The prompt listens from the start: readline reads stdin as soon as it exists, and a
+  // line (or the end of input) that came before the GAHP had answered would otherwise be
+  // lost, and with it the end (`printf 'BOINC_PING\n' | boinc-gahp --interactive` waited
+  // for ever). Such lines are handled in order once the GAHP is up.
   const started = (async () => {
     const banner = await client.banner;
     await client.request(['ASYNC_MODE_ON']);
@@ -176,10 +180,6 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
     );
     rl.prompt();
   })();
-  // The prompt listens from the start: readline reads stdin as soon as it exists, and a
-  // line (or the end of input) that came before the GAHP had answered would otherwise be
-  // lost, and with it the end (`printf 'BOINC_PING\n' | boinc-gahp --interactive` waited
-  // for ever). Such lines are handled in order once the GAHP is up.
   // Lines piped in (a script, not a person) are all answered before the GAHP stops: their
   // results are what was asked for. A person at a terminal who leaves, leaves at once.
   const resultsAwaited = (input as NodeJS.ReadStream).isTTY

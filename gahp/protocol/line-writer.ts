@@ -54,7 +54,8 @@ export class LineWriter {
 
   /** Whether output waits for the reader (nothing more should be produced than must be). */
   get busy(): boolean {
-    return this.waitingForDrain || (this.queue.length > 0 && !this.flushScheduled);
+    // Lines queued otherwise are written by the end of this turn (flushScheduled) or at once.
+    return this.waitingForDrain;
   }
 
   /**
