@@ -90,3 +90,16 @@ export class KeyedLock {
     return this.tails.size;
   }
 }
+
+/** Whether one insertion, deletion, substitution or swap of neighbours makes a into b. */
+export function oneEditApart(a: string, b: string): boolean {
+  if (a === b || Math.abs(a.length - b.length) > 1) return false;
+  let head = 0;
+  while (head < a.length && head < b.length && a[head] === b[head]) head++;
+  let tail = 0;
+  while (tail < a.length - head && tail < b.length - head && a[a.length - 1 - tail] === b[b.length - 1 - tail]) tail++;
+  const restA = a.length - head - tail;
+  const restB = b.length - head - tail;
+  if (restA <= 1 && restB <= 1) return true;
+  return restA === 2 && restB === 2 && a[head] === b[head + 1] && a[head + 1] === b[head];
+}

@@ -16,6 +16,7 @@ import { GAHP_VERSION } from '../version.js';
 import { makeDirs } from '../dirs.js';
 import { replaceFileSync } from '../state-files.js';
 import { checkProjectUrl, readAuthenticator } from '../settings.js';
+import { oneEditApart } from '../util.js';
 
 /** Help for the protocol's own commands (the BOINC_* ones come from their Command objects). */
 export const PROTOCOL_HELP: Array<{ name: string; usage: string; summary: string }> = [
@@ -298,6 +299,13 @@ function helpText(commands: Map<string, Command>, word?: string): string {
   return `no command "${word}"; type "help" for the list`;
 }
 
+/** What follows the GAHP's "unknown command" for a word typed: the command meant, when one is close. */
+function unknownCommandHint(word: string, commands: Map<string, Command>): string {
+  const names = [...commands.keys(), ...PROTOCOL_HELP.map((p) => p.name)];
+  const meant = names.find((n) => n === `BOINC_${word}`) ?? names.find((n) => oneEditApart(word, n) || oneEditApart(`BOINC_${word}`, n));
+  return meant ? ` (did you mean ${meant}? "help" lists the commands)` : ' (type "help" for the commands)';
+}
+
 /** Sends one typed line as a request and prints its reply; false when the user leaves. */
 async function handleTypedLine(session: PromptSession, line: string): Promise<boolean> {
   const { client, commands, inFlight, print } = session;
@@ -340,7 +348,7 @@ async function handleTypedLine(session: PromptSession, line: string): Promise<bo
   } else if (reply.startsWith('E')) {
     if (reqId !== undefined) inFlight.delete(reqId);
     const msg = splitTokens(reply).slice(1).join(' ');
-    print(`E  error: ${asLines(msg) || 'refused'}` + (command ? '' : word && !PROTOCOL_HELP.some((p) => p.name === word) ? ' (type "help" for the commands)' : ''));
+    print(`E  error: ${asLines(msg) || 'refused'}` + (command || !word || PROTOCOL_HELP.some((p) => p.name === word) ? '' : unknownCommandHint(word, commands)));
   } else {
     print(client.mask(reply));
   }

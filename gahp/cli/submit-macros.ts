@@ -5,6 +5,7 @@
  * `$(Item)`, ...) before the file's.
  */
 import { clip, SubmitFileError } from './submit-syntax.js';
+import { oneEditApart } from '../util.js';
 
 /** The commands boinc-gahp submit reads (submit-file.ts reads them from the macros when it builds the jobs). */
 const SUPPORTED = [
@@ -66,19 +67,6 @@ const UNSUPPORTED = new Set([
 ]);
 
 const KNOWN = [...SUPPORTED, ...NO_EFFECT, ...AS_BOINC_DOES.keys(), ...UNSUPPORTED];
-
-/** Whether one insertion, deletion, substitution or swap of neighbours makes a into b. */
-function oneEditApart(a: string, b: string): boolean {
-  if (a === b || Math.abs(a.length - b.length) > 1) return false;
-  let head = 0;
-  while (head < a.length && head < b.length && a[head] === b[head]) head++;
-  let tail = 0;
-  while (tail < a.length - head && tail < b.length - head && a[a.length - 1 - tail] === b[b.length - 1 - tail]) tail++;
-  const restA = a.length - head - tail;
-  const restB = b.length - head - tail;
-  if (restA <= 1 && restB <= 1) return true;
-  return restA === 2 && restB === 2 && a[head] === b[head + 1] && a[head + 1] === b[head];
-}
 
 /**
  * The command a name not known as one is likely a typo of (`transfer_input_file`), or

@@ -222,6 +222,15 @@ describe('interactive mode fed by a pipe', () => {
     expect(r.out).toContain('[1] BOINC_PING ok');
   }, 30_000);
 
+  test('a command word one slip from a command, or without its BOINC_, is answered with the command meant', async () => {
+    const r = await runPiped('BOINC_PIGN\nping\nversoin\nFROB\n');
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('E  error: unknown command BOINC_PIGN (did you mean BOINC_PING? "help" lists the commands)');
+    expect(r.out).toContain('E  error: unknown command ping (did you mean BOINC_PING? "help" lists the commands)');
+    expect(r.out).toContain('E  error: unknown command versoin (did you mean VERSION? "help" lists the commands)');
+    expect(r.out).toContain('E  error: unknown command FROB (type "help" for the commands)');
+  }, 30_000);
+
   test('quit in a script also waits for the results asked before it', async () => {
     const r = await runPiped('BOINC_PING\nquit\nVERSION\n');
     expect(r.code).toBe(0);
