@@ -153,14 +153,12 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
     }
   };
   const session: PromptSession = { client, commands, inFlight: new Map(), print };
-  let allAnswered: Array<() => void> = [];
+  /** Set while the prompt, leaving, waits for the last results. */
+  let onAllAnswered: (() => void) | undefined;
   client.onResult = (reqId, tokens) => {
     const request = session.inFlight.get(reqId);
     session.inFlight.delete(reqId);
-    if (session.inFlight.size === 0) {
-      for (const w of allAnswered) w();
-      allAnswered = [];
-    }
+    if (session.inFlight.size === 0) onAllAnswered?.();
     const lines = describeResult(request?.command, tokens, request?.args);
     print(lines.map((l, i) => (i === 0 ? `[${reqId}] ${l}` : l)).join('\n'));
   };
@@ -185,7 +183,7 @@ export async function runInteractive(opts: InteractiveOptions = {}): Promise<num
   // results are what was asked for. A person at a terminal who leaves, leaves at once.
   const resultsAwaited = (input as NodeJS.ReadStream).isTTY
     ? () => Promise.resolve()
-    : () => new Promise<void>((resolve) => (session.inFlight.size === 0 ? resolve() : allAnswered.push(resolve)));
+    : () => new Promise<void>((resolve) => (session.inFlight.size === 0 ? resolve() : (onAllAnswered = resolve)));
   return promptLoop(rl, session, state, output, started, resultsAwaited);
 }
 

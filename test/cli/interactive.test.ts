@@ -9,6 +9,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startTestServer, type TestBoincServer } from '../../fixtures/test-server/index.js';
 import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
+import { runCli } from './cli-support.js';
 
 const RELAY = path.join(path.dirname(fileURLToPath(import.meta.url)), 'pty-relay.py');
 const havePython = spawnSync('python3', ['-c', 'import pty'], { stdio: 'ignore' }).status === 0;
@@ -183,33 +184,23 @@ describePty('interactive mode on a terminal', () => {
 describe('interactive mode fed by a pipe', () => {
   let server: TestBoincServer;
   let dir: string;
+  let authFile: string;
 
   beforeAll(async () => {
     server = await startTestServer();
     dir = makeTempDir('boinc-gahp-piped-');
+    authFile = path.join(dir, 'auth');
+    fs.writeFileSync(authFile, server.authenticator + '\n');
   });
   afterAll(async () => {
     await server.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  /** Runs the prompt with all of `input` written and stdin closed at once; kills it after 20 s. */
-  function runPiped(input: string): Promise<{ code: number | null; out: string }> {
-    const authFile = path.join(dir, 'auth');
-    fs.writeFileSync(authFile, server.authenticator + '\n');
-    const child = spawn(process.execPath, [GAHP_BIN, '--interactive', '--state-dir', path.join(dir, 'state'), '--project-url', server.url, '--authenticator-file', authFile], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (d: string) => (out += d));
-    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-    child.stdin.end(input);
-    return new Promise((resolve) => child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, out });
-    }));
+  /** The prompt with all of `input` written and stdin closed at once (cli-support kills it after its timeout). */
+  async function runPiped(input: string): Promise<{ code: number | null; out: string }> {
+    const r = await runCli(['--interactive', '--state-dir', path.join(dir, 'state'), '--project-url', server.url, '--authenticator-file', authFile], { input });
+    return { code: r.code, out: r.stdout + r.stderr };
   }
 
   // The lines are in the pipe before the GAHP has answered its first request: they were

@@ -5,10 +5,9 @@
  * read_argv() does (an escaped byte is kept, an unescaped CR is dropped). A person sees the
  * same text as lines: the CLI's stderr and the interactive prompt.
  */
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { startTestServer, type ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
-import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
+import { makeTempDir } from '../support/gahp-process.js';
 import { GridmanagerGahp, boincPing, writeAuthenticatorFile, type ResourceRef } from '../support/gridmanager.js';
 import { runCli } from '../cli/cli-support.js';
 
@@ -70,30 +69,10 @@ test('the CLI prints the text as lines (a CR becomes a line break)', async () =>
 
 test('the interactive prompt prints the text as lines', async () => {
   injectError();
-  const child = spawn(process.execPath, [GAHP_BIN, '--interactive', '--state-dir', stateDir(), '--project-url', server.url, '--authenticator-file', ref.authenticatorFile], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.setEncoding('utf8');
-  const printed = new Promise<void>((resolve, reject) => {
-    child.stdout.on('data', (d: string) => {
-      out += d;
-      if (out.includes('after a lone CR')) resolve();
-    });
-    child.on('exit', () => reject(new Error(`the prompt exited before printing the error; it printed:\n${out}`)));
-  });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-  // A prompt that never prints must not outlive the test (jest would wait for it for ever).
-  const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-  try {
-    child.stdin.write('BOINC_PING\n');
-    await printed;
-    child.stdin.end('quit\n');
-    expect(await exited).toBe(0);
-  } finally {
-    clearTimeout(timer);
-    child.kill('SIGKILL');
-  }
+  // Piped: the prompt answers every line, and prints the results asked for before it leaves.
+  const r = await runCli(['--interactive', '--state-dir', stateDir(), '--project-url', server.url, '--authenticator-file', ref.authenticatorFile], { input: 'BOINC_PING\nquit\n' });
+  const out = r.stdout;
+  expect(r.code).toBe(0);
   expect(out).not.toContain('\r');
   expect(out).toMatch(/\] BOINC_PING failed: ping failed: first line\nsecond line: C:\\boinc\\projects \\n is not a newline\nthird line\nafter a lone CR\n/);
 });
