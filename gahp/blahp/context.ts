@@ -32,7 +32,7 @@ export function openContext(cfg: BlahpConfig, log = loggerOf(cfg)): BlahpContext
     log,
     async services() {
       if (!services) {
-        const { createServices } = await import('../cli/run-gahp.js');
+        const { createServices } = await import('../create-services.js');
         services = createServices({
           stateDir: cfg.stateDir,
           log,

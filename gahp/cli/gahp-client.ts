@@ -8,7 +8,8 @@
  */
 import { PassThrough } from 'node:stream';
 import { escapeToken, joinTokens, splitTokens } from '../protocol/escape.js';
-import { startGahp, type GahpRunOptions } from './run-gahp.js';
+import { startGahp } from './run-gahp.js';
+import type { GahpRunOptions } from '../create-services.js';
 import { childTransport, streamTransport, type Transport } from './gahp-transport.js';
 import type { Command } from '../protocol/commands.js';
 

@@ -11,7 +11,7 @@ import { joinTokens, splitTokens } from '../protocol/escape.js';
 import { asLines } from '../protocol/messages.js';
 import type { AsyncCommand, Command } from '../protocol/commands.js';
 import { GahpClient } from './gahp-client.js';
-import type { GahpRunOptions } from './run-gahp.js';
+import type { GahpRunOptions } from '../create-services.js';
 import { GAHP_VERSION } from '../version.js';
 import { makeDirs } from '../dirs.js';
 import { replaceFileSync } from '../state-files.js';

@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DEFAULT_LOG_LEVEL, DEFAULT_LOG_ROTATION, Logger, type LogLevel } from '../log.js';
-import type { GahpRunOptions } from './run-gahp.js';
+import type { GahpRunOptions } from '../create-services.js';
 import { defaultStateDir, UsageError } from '../settings.js';
 import { errnoText } from '../dirs.js';
 import type { NetworkSettings } from '../../boinc-rpc/network.js';

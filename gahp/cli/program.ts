@@ -4,7 +4,7 @@
  * the GAHP's plain one.
  */
 import { Command, CommanderError, Option } from 'commander';
-import { DEFAULT_COMMAND_TIMEOUT_MS } from './run-gahp.js';
+import { DEFAULT_COMMAND_TIMEOUT_MS } from '../create-services.js';
 import { GAHP_VERSION } from '../version.js';
 import { EXIT_USAGE, type GahpCliOptions, type GlobalOptions } from './options.js';
 import { UsageError } from '../settings.js';

@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { redactBoincCredentials } from '../../boinc-rpc/redact.js';
-import { createServices } from '../../gahp/cli/run-gahp.js';
+import { createServices } from '../../gahp/create-services.js';
 import { Logger } from '../../gahp/log.js';
 
 const line = 'GET /get_output.php?cmd=workunit_file&auth_str=0123abcd&wu_name=j <authenticator>s3cr3t-value</authenticator> done';

@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { plainGahpOptions } from '../../gahp/cli/gahp-args.js';
-import { createServices, DEFAULT_COMMAND_TIMEOUT_MS } from '../../gahp/cli/run-gahp.js';
+import { createServices, DEFAULT_COMMAND_TIMEOUT_MS } from '../../gahp/create-services.js';
 import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
 
 test('plain GAHP lines and BOINC_GAHP_* variables are read as commander would', () => {

@@ -15,7 +15,7 @@ import { ArgumentError, type Command } from '../../gahp/protocol/commands.js';
 import { joinTokens } from '../../gahp/protocol/escape.js';
 import { Logger } from '../../gahp/log.js';
 import { boincCommands } from '../../gahp/commands/index.js';
-import { createServices } from '../../gahp/cli/run-gahp.js';
+import { createServices } from '../../gahp/create-services.js';
 import type { GahpServices } from '../../gahp/services.js';
 import { GahpProcess, makeTempDir } from '../support/gahp-process.js';
 import { InProcessGahp, TEST_BANNER, failCommand, secretCommand, sleepCommand, waitCommand } from '../support/in-process-gahp.js';

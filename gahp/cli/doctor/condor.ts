@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import { condorConfigValue as configValue, onPath } from '../../blahp-location.js';
 import { defaultEntry } from '../../blahp-scripts.js';
-import { DEFAULT_COMMAND_TIMEOUT_MS } from '../run-gahp.js';
+import { DEFAULT_COMMAND_TIMEOUT_MS } from '../../create-services.js';
 import type { DoctorContext } from './context.js';
 
 /** HTCondor's default for GRIDMANAGER_GAHP_CALL_TIMEOUT, in seconds. */
