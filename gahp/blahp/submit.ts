@@ -27,12 +27,13 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { AppTemplates } from '../../boinc-rpc/types.js';
 import type { SubmitJobSpec, SubmitRequest } from '../staging/parse.js';
-import { argumentProblem, checkInputFiles, orderInputs, SubmitCheckError } from '../staging/validate.js';
+import { SubmitCheckError } from '../staging/validate.js';
+import { checkJob } from '../blah/job-check.js';
 import { stepError } from '../staging/steps.js';
 import { abortJobsCommand } from '../commands/abort-jobs.js';
 import { submitCommand } from '../commands/submit.js';
 import type { BlahpContext } from './context.js';
-import { appProblem, jobName, newBatchName, newSubmitKey, type ParsedJobName } from './names.js';
+import { jobName, newBatchName, newSubmitKey, type ParsedJobName } from './names.js';
 import { ensureDir, exists, readJson, writeJsonAtomic } from './state.js';
 import { tryLockFile, unlockFile } from '../state-files.js';
 import { pidAlive, sleep, errorMessage } from '../util.js';
@@ -54,8 +55,6 @@ export async function prepareJob(ctx: BlahpContext, argv: readonly string[]): Pr
   if (!path.isAbsolute(iwd)) throw new BlahpUsageError(`the job's working directory ${show(iwd)} is not an absolute path`);
   const queue = values.get('q')?.trim();
   const app = queue ? queue : path.basename(cmd);
-  const ap = appProblem(app);
-  if (ap) throw new SubmitCheckError(ap);
   for (const letter of ['V', 'v']) {
     const env = values.get(letter);
     if (env !== undefined && env.trim() !== '') {
@@ -66,10 +65,6 @@ export async function prepareJob(ctx: BlahpContext, argv: readonly string[]): Pr
   if (stdin !== undefined && stdin !== '' && stdin !== '/dev/null') {
     throw new SubmitCheckError(`the job reads standard input from ${show(stdin)}, which a BOINC app cannot be given (pass it as an input file instead)`);
   }
-  args.forEach((a, k) => {
-    const p = argumentProblem(a);
-    if (p) throw new SubmitCheckError(`argument ${k + 1} ${show(a)} ${p}`);
-  });
   let memoryMb: number | undefined;
   const mem = values.get('m');
   if (mem !== undefined && mem !== '') {
@@ -83,18 +78,7 @@ export async function prepareJob(ctx: BlahpContext, argv: readonly string[]): Pr
   const outList = values.get('O');
   const remapList = values.get('R');
   const outputs = outList ? outputSpecs(readListFile(outList, 'output file'), remapList ? readListFile(remapList, 'output remap') : undefined) : null;
-  const inputs = paths.map((src) => ({ src, dst: path.basename(src) }));
-  await checkInputFiles(paths);
-
-  const templates = await appTemplates(ctx, app);
-  orderInputs([{ name: 'job', args, inputs }], templates.inputOpenNames);
-  const outs = templates.outputOpenNames;
-  const zipped = outs.length === 1 && outs[0]!.toLowerCase().endsWith('.zip');
-  if (outputs && !zipped) {
-    for (const o of outputs) {
-      if (!outs.includes(o.src)) throw new SubmitCheckError(`output file ${show(o.src)} is not an output of BOINC app ${app} (its outputs: ${outs.join(', ') || 'none'})`);
-    }
-  }
+  const { inputs } = await checkJob({ app, iwd, cmd, args, inputPaths: paths, outputs }, (a) => appTemplates(ctx, a));
 
   const key = newSubmitKey();
   const spec: JobSpec = {

@@ -6,6 +6,8 @@ import * as fs from 'node:fs';
 import { GahpServer } from '../protocol/server.js';
 import type { Logger } from '../log.js';
 import { boincCommands } from '../commands/index.js';
+import { blahCommands } from '../blah/commands.js';
+import { BlahRoute } from '../blah/route.js';
 import { GAHP_VERSION, gahpBanner } from '../version.js';
 import { createServices, type GahpRunOptions } from '../create-services.js';
 import type { GahpServices } from '../services.js';
@@ -24,7 +26,10 @@ export interface RunningGahp {
 export function startGahp(opts: GahpRunOptions = {}): RunningGahp {
   const services = createServices(opts);
   services.log.info(`boinc-gahp ${GAHP_VERSION} started, pid ${process.pid}, state directory ${services.config.stateDir ?? 'none (kept in memory)'}`);
-  const commands = boincCommands(services);
+  // One GAHP serves both HTCondor routes: the BOINC_* commands of the `boinc` grid type
+  // (HTCondor 10.0) and the BLAH_* commands of `batch boinc` (docs/blah-route.md).
+  const blahRoute = new BlahRoute(services);
+  const commands = [...boincCommands(services), ...blahCommands(blahRoute)];
   let onExit: (code: number) => void = () => undefined;
   const exited = new Promise<number>((resolve) => { onExit = resolve; });
   const server = new GahpServer({
@@ -38,6 +43,7 @@ export function startGahp(opts: GahpRunOptions = {}): RunningGahp {
     commandTimeoutMs: services.config.commandTimeoutMs,
     onExit: (code) => onExit(code),
   });
+  server.onShutdown(() => blahRoute.close());
   server.onShutdown(() => services.session.close());
   server.onShutdown(() => services.ledger.close());
   exitOnInternalError(services.log);

@@ -57,6 +57,20 @@ export interface AsyncCommand<Req = unknown> extends CommandBase {
    * `NULL`); a rejection becomes the error result `<reqid> <message>`.
    */
   run(req: Req, ctx: HandlerContext): Promise<string[]>;
+  /**
+   * The result tokens after the reqid for a command that failed (a rejection, or the command
+   * deadline passing). Default: the message alone, as the BOINC_* results have it. A family
+   * whose client checks the number of tokens (the BLAH_* results, docs/gahp-protocol.md)
+   * gives its own shape here: a result of another length aborts the gridmanager.
+   */
+  errorResult?(message: string): string[];
+  /**
+   * False: run() starts as soon as the request is accepted instead of waiting for one of the
+   * server's concurrency slots. For commands that only wait on work bounded elsewhere (a
+   * status answered from memory, a submit waiting for its batch): holding a slot while they
+   * wait would keep the slots from the commands that need them.
+   */
+  queued?: boolean;
 }
 
 // A command's request type is its own business: the server only hands parse()'s result back to

@@ -72,6 +72,8 @@ export class GahpServer {
   private readonly out: LineWriter;
   private readonly requestIds = new PendingRequestIds();
   private readonly results = new ResultQueue(this.requestIds);
+  /** Commands running outside the queue (AsyncCommand.queued false). */
+  private readonly unqueued = new Set<Promise<void>>();
 
   private prefix = '';
   private asyncMode = false;
@@ -290,9 +292,19 @@ export class GahpServer {
     this.reply(['S']);
     // The timeout counts from now, the wait for a turn included (the client's call timeout does).
     const deadline = commandDeadline(this.opts.commandTimeoutMs, this.opts.commandTimeoutGraceMs ?? 2000, this.abort.signal);
-    void this.queue.add(() => this.runAsync(command, request, reqId!, id.key, deadline))
+    const run = () => this.runAsync(command, request, reqId!, id.key, deadline);
+    const settled = (command.queued === false ? this.runUnqueued(run) : this.queue.add(run))
       .catch((err) => this.log.error(`queue failure: ${errorText(err)}`))
       .finally(() => deadline?.dispose());
+    void settled;
+  }
+
+  /** Runs a command that takes no concurrency slot (AsyncCommand.queued false); shutdown waits for it too. */
+  private runUnqueued(run: () => Promise<void>): Promise<void> {
+    const work = run();
+    this.unqueued.add(work);
+    void work.finally(() => this.unqueued.delete(work)).catch(() => undefined);
+    return work;
   }
 
   /** Runs an accepted command when its turn comes, and queues its result (or error) line. */
@@ -308,7 +320,7 @@ export class GahpServer {
       let text = errorText(err);
       if (deadline?.expired && !this.abort.signal.aborted && !text.includes(deadline.reason)) text = `${deadline.reason}: ${text}`;
       text = this.safeMessage(text);
-      tokens = [text];
+      tokens = command.errorResult ? command.errorResult(text) : [text];
       // At info: a failed command is what an admin looks for when jobs are held.
       this.log.info(`${command.name} ${reqId} failed: ${text}`);
     } finally {
@@ -365,7 +377,7 @@ export class GahpServer {
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<void>((resolve) => { timer = setTimeout(resolve, this.opts.shutdownGraceMs ?? 3000); });
     try {
-      await Promise.race([this.queue.onIdle(), deadline]);
+      await Promise.race([Promise.all([this.queue.onIdle(), ...this.unqueued]), deadline]);
       for (const hook of this.shutdownHooks) {
         try {
           await Promise.race([Promise.resolve().then(hook), deadline]);

@@ -1,0 +1,683 @@
+/**
+ * `batch boinc` served by the GAHP itself (docs/blah-route.md): the gridmanager's BLAH
+ * commands turned into BOINC work inside this one long-lived process, with no blahpd and
+ * no process per request.
+ *
+ * - Submit: each job is checked alone (gahp/blah/job-check.ts; a bad job is refused with
+ *   its own reason), then joins the jobs of its app arriving with it: a group waits until
+ *   no new job came for GATHER_QUIET_MS (at most GATHER_MAX_MS, or until it holds
+ *   GATHER_FULL jobs) and goes to BOINC as one
+ *   batch through the GAHP's BOINC_SUBMIT (content-addressed staging, repeat-safe). The
+ *   gridmanager keeps up to 50 requests in flight, so a burst of submits becomes a batch.
+ * - Exactly once: the batch and its jobs' submission keys (the gridmanager's JobDirectory,
+ *   saved in the job queue before it sends the submit) are on disk before BOINC_SUBMIT
+ *   goes out (store.ts). A submit repeated after a crash of either side gets the job it
+ *   already has; a batch the crash left half made is completed by the same BOINC_SUBMIT.
+ * - Status: answered from memory. One BOINC_QUERY_BATCHES over every unfinished batch
+ *   refreshes what BOINC says at most every STATUS_MAX_AGE_MS, whichever status asks
+ *   first; never an RPC per status. A job just submitted is idle until the next refresh.
+ * - Outputs: every DONE job a refresh finds is fetched at once (FETCH_CONCURRENCY at a
+ *   time) through the GAHP's BOINC_FETCH_OUTPUT; its status says completed (4) only once
+ *   its outputs are in place and Out exists. A fetch that fails is tried again; after
+ *   MAX_FETCH_ATTEMPTS the job is held, and its BOINC job is kept (not aborted) so that
+ *   the result can still be fetched.
+ * - Cancel: aborts on BOINC, gathered into one abort_jobs per GATHER_QUIET_MS; a batch
+ *   whose jobs are all finished is retired at once; leases are renewed while a batch has
+ *   unfinished jobs (housekeeping, every HOUSEKEEPING_MS).
+ */
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import PQueue from 'p-queue';
+import type { AppTemplates } from '../../boinc-rpc/types.js';
+import { BoincRpcError } from '../../boinc-rpc/errors.js';
+import type { GahpServices } from '../services.js';
+import type { ProjectBinding } from '../session.js';
+import type { HandlerContext } from '../protocol/commands.js';
+import type { SubmitRequest } from '../staging/parse.js';
+import { submitCommand } from '../commands/submit.js';
+import { queryBatchesCommand } from '../commands/query-batches.js';
+import { abortJobsCommand } from '../commands/abort-jobs.js';
+import { retireBatchCommand } from '../commands/retire-batch.js';
+import { setLeaseCommand } from '../commands/set-lease.js';
+import { pingCommand } from '../commands/ping.js';
+import type { FetchOutputRequest } from '../commands/fetch-output-args.js';
+import { resolveUnder } from '../output/staging.js';
+import { errorMessage } from '../util.js';
+import { jobName as boincJobName, newBatchName, newSubmitKey, type ParsedJobName } from '../blahp/names.js';
+import { checkJob, type JobRequest } from './job-check.js';
+import { BlahStore, type FinalState, type StoredBatch, type StoredJob } from './store.js';
+
+const GATHER_QUIET_MS = 250;
+const GATHER_MAX_MS = 2000;
+/**
+ * The gridmanager keeps at most GRIDMANAGER_MAX_PENDING_REQUESTS (50) requests in flight
+ * and waits for results before it sends more: a group this large will not grow until it
+ * is answered, so it goes at once.
+ */
+const GATHER_FULL = 50;
+const MAX_BATCH_JOBS = 1000;
+const STATUS_MAX_AGE_MS = 5000;
+/** After a failed refresh, statuses answer from what is known this long before asking again. */
+const RETRY_AFTER_FAILURE_MS = 5000;
+/** How long a status of a DONE job waits for its outputs before answering "running". */
+const WAIT_FOR_FETCH_MS = 2000;
+const FETCH_CONCURRENCY = 8;
+const MAX_FETCH_ATTEMPTS = 3;
+const TEMPLATE_MAX_AGE_MS = 5 * 60_000;
+const HOUSEKEEPING_MS = 60_000;
+
+/** The configured project is missing or unusable: every BLAH command says so. */
+export const NOT_CONFIGURED =
+  'no BOINC project is configured for batch boinc: set BOINC_GAHP_PROJECT_URL and BOINC_GAHP_AUTHENTICATOR_FILE in HTCondor\'s configuration (or the GAHP\'s environment); boinc-gahp doctor checks them';
+
+/** A status answer: HTCondor's JobStatus and the rest of the ad. */
+export interface JobStatusAnswer {
+  jobStatus: number;
+  extra: Array<[string, string | number | boolean]>;
+}
+
+export interface SubmitTicket {
+  job: JobRequest;
+  submissionKey?: string;
+}
+
+interface Waiting {
+  key: string;
+  identity?: string;
+  job: JobRequest;
+  checked: Promise<Array<{ src: string; dst: string }>>;
+  resolve(jobName: string): void;
+  reject(err: unknown): void;
+}
+
+interface Gathering {
+  app: string;
+  memoryMb?: number;
+  waiting: Waiting[];
+  firstAt: number;
+  timer?: NodeJS.Timeout;
+}
+
+export class BlahRoute {
+  private store: BlahStore | undefined;
+  private loaded = false;
+  private readonly batches = new Map<string, StoredBatch>();
+  private readonly finals = new Map<string, FinalState>();
+  /** Submission key -> BOINC job name. */
+  private readonly byKey = new Map<string, string>();
+  /** BOINC job name -> BOINC status word from the last refresh. */
+  private readonly boincStatus = new Map<string, string>();
+  /** Batches the server said it does not have. */
+  private readonly gone = new Set<string>();
+  private refreshedAt = 0;
+  private refreshFailedAt = 0;
+  private refreshError: string | undefined;
+  private refreshing: Promise<void> | undefined;
+  private readonly gathering = new Map<string, Gathering>();
+  private readonly settling = new Map<string, Promise<void>>();
+  private readonly fetchQueue = new PQueue({ concurrency: FETCH_CONCURRENCY });
+  private readonly fetching = new Map<string, Promise<void>>();
+  private readonly fetchFailures = new Map<string, number>();
+  private readonly templates = new Map<string, { at: number; t: Promise<AppTemplates> }>();
+  private pendingAborts: Array<{ job: ParsedJobName; resolve(): void; reject(err: unknown): void }> = [];
+  private abortTimer: NodeJS.Timeout | undefined;
+  private housekeepingTimer: NodeJS.Timeout | undefined;
+  private readonly shutdown = new AbortController();
+
+  constructor(private readonly services: GahpServices) {}
+
+  // ---- project, state -----------------------------------------------------------------
+
+  private binding(): ProjectBinding {
+    const b = this.services.session.bind();
+    if (!b) throw new Error(NOT_CONFIGURED);
+    if ('unusable' in b) throw new Error(`${b.unusable} (batch boinc's project, from BOINC_GAHP_PROJECT_URL)`);
+    return b;
+  }
+
+  /** Loads the kept state once (state directory chosen at start-up). */
+  private ensureLoaded(): BlahStore {
+    if (this.store && this.loaded) return this.store;
+    const stateDir = this.services.config.stateDir;
+    if (!stateDir) throw new Error('batch boinc needs a state directory to keep its jobs across restarts, and none could be used (see the GAHP\'s start-up warning)');
+    this.store = new BlahStore(stateDir);
+    const { batches, finals } = this.store.load();
+    for (const b of batches) {
+      this.batches.set(b.batch, b);
+      if (b.state === 'failed') continue;
+      b.jobs.forEach((j, n) => this.byKey.set(j.key, boincJobName(b.batch, n)));
+    }
+    for (const [job, state] of finals) this.finals.set(job, state);
+    this.loaded = true;
+    if (batches.length > 0) this.services.log.info(`batch boinc: ${batches.length} batches and ${finals.size} finished jobs read from ${this.store.dir}`);
+    this.housekeepingTimer = setInterval(() => void this.housekeeping(), HOUSEKEEPING_MS);
+    this.housekeepingTimer.unref();
+    return this.store;
+  }
+
+  private handler(what: string, timeoutMs: number, signal?: AbortSignal): HandlerContext {
+    const signals = [this.shutdown.signal, AbortSignal.timeout(timeoutMs)];
+    if (signal) signals.push(signal);
+    return { signal: AbortSignal.any(signals), reqId: what, log: this.services.log };
+  }
+
+  private get rpcTimeoutMs(): number {
+    return 30_000;
+  }
+
+  close(): void {
+    this.shutdown.abort();
+    if (this.housekeepingTimer) clearInterval(this.housekeepingTimer);
+    if (this.abortTimer) clearTimeout(this.abortTimer);
+    for (const g of this.gathering.values()) if (g.timer) clearTimeout(g.timer);
+    this.fetchQueue.clear();
+  }
+
+  // ---- ping ---------------------------------------------------------------------------
+
+  async ping(signal: AbortSignal): Promise<void> {
+    const binding = this.binding();
+    await pingCommand(this.services).run({ request: {}, binding }, this.handler('ping', this.rpcTimeoutMs, signal));
+  }
+
+  // ---- submit -------------------------------------------------------------------------
+
+  /** Submits one job (or finds the one this submission already has); resolves to its BOINC job name. */
+  async submit(ticket: SubmitTicket, signal: AbortSignal): Promise<string> {
+    const binding = this.binding();
+    this.ensureLoaded();
+    const key = ticket.submissionKey
+      ? 'gm-' + crypto.createHash('sha256').update(`${binding.project.url}\0${ticket.submissionKey}`).digest('hex').slice(0, 32)
+      : newSubmitKey();
+    const known = await this.knownSubmission(key);
+    if (known) return known;
+    const job = ticket.job;
+    const checked = checkJob(job, (app) => this.appTemplates(app, binding, signal)).then((r) => r.inputs);
+    checked.catch(() => undefined); // reported through the ticket
+    const group = job.memoryMb ? `${job.app}.m${job.memoryMb}` : job.app;
+    return new Promise<string>((resolve, reject) => {
+      let g = this.gathering.get(group);
+      if (!g) {
+        g = { app: job.app, waiting: [], firstAt: Date.now(), ...(job.memoryMb ? { memoryMb: job.memoryMb } : {}) };
+        this.gathering.set(group, g);
+      }
+      const identity = ticket.submissionKey ? identityOf(ticket.submissionKey) : undefined;
+      g.waiting.push({ key, job, checked, resolve, reject, ...(identity ? { identity } : {}) });
+      if (g.timer) clearTimeout(g.timer);
+      const wait = g.waiting.length >= GATHER_FULL ? 0 : Math.max(0, Math.min(GATHER_QUIET_MS, g.firstAt + GATHER_MAX_MS - Date.now()));
+      g.timer = setTimeout(() => void this.flush(group), wait);
+    });
+  }
+
+  /** The job a repeated submission already has, once its batch is settled; undefined for a new one. */
+  private async knownSubmission(key: string): Promise<string | undefined> {
+    const name = this.byKey.get(key);
+    if (!name) return undefined;
+    const job = parseOurJobName(name);
+    const rec = job && this.batches.get(job.batch);
+    if (!job || !rec) return undefined;
+    if (rec.state === 'claimed') await this.settle(rec);
+    if (rec.state !== 'submitted' && rec.state !== 'retired') return undefined;
+    const fin = this.finals.get(name);
+    if (fin?.kind === 'cancelled') return undefined;
+    this.services.log.info(`batch boinc: submission ${key} repeated: it already is BOINC job ${name}`);
+    return name;
+  }
+
+  private appTemplates(app: string, binding: ProjectBinding, signal: AbortSignal): Promise<AppTemplates> {
+    const k = `${binding.accountKey}\0${app}`;
+    const kept = this.templates.get(k);
+    if (kept && Date.now() - kept.at < TEMPLATE_MAX_AGE_MS) return kept.t;
+    const t = binding.rpc.getTemplates({ appName: app, signal: AbortSignal.any([signal, this.shutdown.signal, AbortSignal.timeout(this.rpcTimeoutMs)]) })
+      .catch((err: unknown) => {
+        this.templates.delete(k);
+        throw new Error(`BOINC app ${app}: get_templates failed: ${errorMessage(err)}`);
+      });
+    this.templates.set(k, { at: Date.now(), t });
+    return t;
+  }
+
+  /**
+   * The gather window ended: the group goes to BOINC once no job joined it for
+   * GATHER_QUIET_MS (at most GATHER_MAX_MS after its first) and every job's checks are
+   * done. A timer can fire while request lines already read by the kernel wait for the
+   * event loop (the first submit's module loading, a slow check), so before deciding the
+   * lines waiting are read (setImmediate runs after the loop's I/O phase).
+   */
+  private async flush(group: string): Promise<void> {
+    const g = this.gathering.get(group);
+    if (!g) return;
+    g.timer = undefined;
+    const seen = g.waiting.length;
+    await new Promise((r) => setImmediate(r));
+    await Promise.allSettled(g.waiting.map((w) => w.checked));
+    if (g.waiting.length !== seen && g.waiting.length < GATHER_FULL && Date.now() < g.firstAt + GATHER_MAX_MS) {
+      // Jobs joined meanwhile: wait for the group to be quiet again.
+      if (!g.timer) g.timer = setTimeout(() => void this.flush(group), Math.min(GATHER_QUIET_MS, g.firstAt + GATHER_MAX_MS - Date.now()));
+      return;
+    }
+    if (g.timer) clearTimeout(g.timer);
+    this.gathering.delete(group);
+    const outcomes = await Promise.allSettled(g.waiting.map((w) => w.checked));
+    const ready: Array<Waiting & { inputs: Array<{ src: string; dst: string }> }> = [];
+    outcomes.forEach((o, i) => {
+      const w = g.waiting[i]!;
+      if (o.status === 'fulfilled') ready.push({ ...w, inputs: o.value });
+      else w.reject(o.reason);
+    });
+    for (let i = 0; i < ready.length; i += MAX_BATCH_JOBS) {
+      await this.submitBatch(g.app, g.memoryMb, ready.slice(i, i + MAX_BATCH_JOBS));
+    }
+  }
+
+  private async submitBatch(app: string, memoryMb: number | undefined, jobs: Array<Waiting & { inputs: Array<{ src: string; dst: string }> }>): Promise<void> {
+    const store = this.ensureLoaded();
+    let binding: ProjectBinding;
+    try {
+      binding = this.binding();
+    } catch (err) {
+      for (const w of jobs) w.reject(err);
+      return;
+    }
+    const rec: StoredBatch = {
+      v: 1,
+      batch: newBatchName(app),
+      app,
+      projectUrl: binding.project.url,
+      state: 'claimed',
+      jobs: jobs.map((w): StoredJob => {
+        const j: StoredJob = { key: w.key, iwd: w.job.iwd, args: w.job.args, inputs: w.inputs, outputs: w.job.outputs };
+        if (w.identity) j.identity = w.identity;
+        if (w.job.stdout) j.stdout = w.job.stdout;
+        if (w.job.stderr) j.stderr = w.job.stderr;
+        return j;
+      }),
+      createdAt: Date.now(),
+      ...(memoryMb ? { memoryMb } : {}),
+    };
+    try {
+      store.saveBatch(rec);
+    } catch (err) {
+      for (const w of jobs) w.reject(new Error(`cannot record the batch in ${store.dir}: ${errorMessage(err)}`));
+      return;
+    }
+    this.batches.set(rec.batch, rec);
+    rec.jobs.forEach((j, n) => this.byKey.set(j.key, boincJobName(rec.batch, n)));
+    await this.settle(rec);
+    if (rec.state === 'submitted') {
+      rec.jobs.forEach((_, n) => jobs[n]!.resolve(boincJobName(rec.batch, n)));
+    } else {
+      for (const j of rec.jobs) this.byKey.delete(j.key);
+      const err = new Error(rec.error ?? `BOINC_SUBMIT of batch ${rec.batch} failed`);
+      for (const w of jobs) w.reject(err);
+    }
+  }
+
+  /** Runs (or repeats) BOINC_SUBMIT for a claimed batch; one at a time per batch. */
+  private settle(rec: StoredBatch): Promise<void> {
+    const running = this.settling.get(rec.batch);
+    if (running) return running;
+    const work = this.runSubmit(rec).finally(() => this.settling.delete(rec.batch));
+    this.settling.set(rec.batch, work);
+    return work;
+  }
+
+  private async runSubmit(rec: StoredBatch): Promise<void> {
+    if (rec.state !== 'claimed') return;
+    const store = this.ensureLoaded();
+    const req: SubmitRequest = {
+      batchName: rec.batch,
+      appName: rec.app,
+      jobs: rec.jobs.map((j, n) => ({ name: boincJobName(rec.batch, n), args: j.args, inputs: j.inputs })),
+      jobParams: rec.memoryMb ? { rscMemoryBound: rec.memoryMb * 1024 * 1024 } : {},
+    };
+    const t0 = Date.now();
+    try {
+      const binding = this.binding();
+      const timeout = this.services.config.commandTimeoutMs ?? 290_000;
+      await submitCommand(this.services).run({ request: req, binding }, this.handler(`submit ${rec.batch}`, timeout));
+      const now = Date.now();
+      rec.state = 'submitted';
+      rec.submittedAt = now;
+      rec.leaseExpiresAt = Math.floor(now / 1000) + this.services.config.defaultLeaseSeconds;
+      this.services.log.info(`batch boinc: batch ${rec.batch}: ${rec.jobs.length} jobs of ${rec.app} submitted in ${now - t0} ms`);
+    } catch (err) {
+      if (this.shutdown.signal.aborted) return; // left claimed: the next GAHP completes it
+      rec.state = 'failed';
+      rec.error = `BOINC_SUBMIT of batch ${rec.batch} (${rec.jobs.length} jobs) failed: ${errorMessage(err)}`;
+      this.services.log.error(`batch boinc: ${rec.error}`);
+    }
+    try {
+      store.saveBatch(rec);
+    } catch (err) {
+      this.services.log.error(`batch boinc: cannot record the state of batch ${rec.batch}: ${errorMessage(err)}`);
+    }
+  }
+
+  // ---- status -------------------------------------------------------------------------
+
+  async status(job: ParsedJobName, signal: AbortSignal): Promise<JobStatusAnswer> {
+    this.ensureLoaded();
+    const rec = this.batches.get(job.batch);
+    const stored = rec?.jobs[job.n];
+    if (!rec || !stored) throw new Error(`BOINC job ${job.jobName} is not one this GAHP submitted (no record of it in ${this.store!.dir})`);
+    const fin = this.finals.get(job.jobName);
+    if (fin) return finalAnswer(job, fin);
+    if (rec.state === 'claimed') await this.settle(rec);
+    if (rec.state === 'failed') return held(rec.error ?? 'the BOINC submission failed', 0);
+    // Submitted since the last refresh, moments ago: nothing worth a query can have happened yet.
+    const sinceSubmit = Date.now() - (rec.submittedAt ?? 0);
+    if ((rec.submittedAt ?? 0) > this.refreshedAt && sinceSubmit < STATUS_MAX_AGE_MS && !this.boincStatus.has(job.jobName)) return { jobStatus: 1, extra: [] };
+    await this.fresh(signal);
+    if (this.gone.has(job.batch)) {
+      const state: FinalState = { kind: 'held', reason: `the BOINC server no longer has batch ${job.batch} (its lease ran out, or it was retired or deleted)`, code: 0 };
+      this.setFinal(job, state);
+      return finalAnswer(job, state);
+    }
+    const st = this.boincStatus.get(job.jobName);
+    switch (st) {
+      case undefined:
+        if (this.refreshError) throw new Error(`no status of ${job.jobName} yet: ${this.refreshError}`);
+        throw new Error(`BOINC does not list job ${job.jobName} in batch ${job.batch}`);
+      case 'NOT_STARTED':
+      case 'UNSENT':
+        return { jobStatus: 1, extra: [] };
+      case 'IN_PROGRESS':
+        return { jobStatus: 2, extra: [] };
+      case 'DONE':
+      case 'ERROR': {
+        const fetch = this.startFetch(job, st === 'ERROR');
+        await Promise.race([fetch, new Promise((r) => setTimeout(r, WAIT_FOR_FETCH_MS).unref())]);
+        const f = this.finals.get(job.jobName);
+        return f ? finalAnswer(job, f) : { jobStatus: 2, extra: [] };
+      }
+      default:
+        throw new Error(`BOINC job ${job.jobName} has status ${st}, unknown here`);
+    }
+  }
+
+  /** What BOINC says, no older than STATUS_MAX_AGE_MS (one refresh at a time). */
+  private async fresh(signal: AbortSignal): Promise<void> {
+    const now = Date.now();
+    if (now - this.refreshedAt < STATUS_MAX_AGE_MS) return;
+    if (now - this.refreshFailedAt < RETRY_AFTER_FAILURE_MS) return;
+    this.refreshing ??= this.refresh().finally(() => { this.refreshing = undefined; });
+    await Promise.race([this.refreshing, new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('cancelled')), { once: true }))]);
+  }
+
+  /** One BOINC_QUERY_BATCHES over every batch with an unfinished job; then the fetches it calls for. */
+  private async refresh(): Promise<void> {
+    let binding: ProjectBinding;
+    try {
+      binding = this.binding();
+    } catch (err) {
+      this.refreshError = errorMessage(err);
+      this.refreshFailedAt = Date.now();
+      return;
+    }
+    const names = [...this.batches.values()]
+      .filter((b) => b.state === 'submitted' && b.projectUrl === binding.project.url && !this.gone.has(b.batch) && b.jobs.some((_, n) => !this.finals.has(boincJobName(b.batch, n))))
+      .map((b) => b.batch);
+    const started = Date.now();
+    const query = queryBatchesCommand(this.services);
+    try {
+      let tokens: string[] | undefined;
+      for (let attempt = 0; attempt < 20 && names.length > 0; attempt++) {
+        try {
+          tokens = await query.run({ request: { minModTime: '0', batchNames: names }, binding }, this.handler('status refresh', this.rpcTimeoutMs));
+          break;
+        } catch (err) {
+          // A batch the server no longer has fails the whole query: leave it out and ask again.
+          const missing = err instanceof BoincRpcError && err.code === 'no-such-batch' ? err.batchName : undefined;
+          if (!missing || !names.includes(missing)) throw err;
+          this.gone.add(missing);
+          names.splice(names.indexOf(missing), 1);
+        }
+      }
+      if (tokens) {
+        let t = 2;
+        for (let b = 0; b < names.length; b++) {
+          const n = Number(tokens[t++]);
+          for (let k = 0; k < n; k++) {
+            const job = tokens[t++]!;
+            this.boincStatus.set(job, tokens[t++]!);
+          }
+        }
+      }
+      this.refreshedAt = started;
+      this.refreshError = undefined;
+      this.services.log.debug(`batch boinc: statuses of ${names.length} batches in ${Date.now() - started} ms`);
+    } catch (err) {
+      this.refreshFailedAt = Date.now();
+      this.refreshError = `the BOINC server could not be asked: ${errorMessage(err)}`;
+      this.services.log.warn(`batch boinc: status refresh failed: ${errorMessage(err)}`);
+      return;
+    }
+    // Outputs are fetched as soon as BOINC has them, not when each job's status is asked.
+    for (const [name, st] of this.boincStatus) {
+      if ((st === 'DONE' || st === 'ERROR') && !this.finals.has(name)) {
+        const job = parseOurJobName(name);
+        if (job) void this.startFetch(job, st === 'ERROR');
+      }
+    }
+  }
+
+  // ---- outputs ------------------------------------------------------------------------
+
+  private startFetch(job: ParsedJobName, failed: boolean): Promise<void> {
+    const running = this.fetching.get(job.jobName);
+    if (running) return running;
+    const work = this.fetchQueue.add(() => (failed ? this.recordFailure(job) : this.fetchOutputs(job)))
+      .catch((err) => this.services.log.error(`batch boinc: fetch of ${job.jobName}: ${errorMessage(err)}`))
+      .finally(() => this.fetching.delete(job.jobName));
+    this.fetching.set(job.jobName, work);
+    return work;
+  }
+
+  private async fetchOutputs(job: ParsedJobName): Promise<void> {
+    if (this.finals.has(job.jobName) || this.shutdown.signal.aborted) return;
+    const spec = this.batches.get(job.batch)?.jobs[job.n];
+    if (!spec) return;
+    const binding = this.binding();
+    const req: FetchOutputRequest = {
+      jobName: job.jobName,
+      iwd: spec.iwd,
+      stderrPath: spec.stderr ?? '/dev/null',
+      mode: spec.outputs ? 'SOME' : 'ALL',
+      specs: spec.outputs ?? [],
+    };
+    const t0 = Date.now();
+    try {
+      const { fetchOutputCommand } = await import('../commands/fetch-output.js');
+      const tokens = await fetchOutputCommand(this.services).run({ request: req, binding }, this.handler(`fetch ${job.jobName}`, this.rpcTimeoutMs * 10));
+      ensureStdout(spec);
+      this.setFinal(job, { kind: 'done', exitCode: Number(tokens[1] ?? 0), wallClock: Number(tokens[2] ?? 0), cpu: Number(tokens[3] ?? 0) });
+      this.fetchFailures.delete(job.jobName);
+      this.services.log.info(`batch boinc: ${job.jobName}: outputs in ${spec.iwd} (${Date.now() - t0} ms)`);
+      this.afterFinal(job.batch);
+    } catch (err) {
+      if (this.shutdown.signal.aborted) return;
+      const msg = errorMessage(err);
+      this.services.log.warn(`batch boinc: fetch of ${job.jobName} failed: ${msg}`);
+      if (err instanceof BoincRpcError && err.kind === 'transport') return; // the next refresh tries again
+      const attempts = (this.fetchFailures.get(job.jobName) ?? 0) + 1;
+      this.fetchFailures.set(job.jobName, attempts);
+      if (attempts >= MAX_FETCH_ATTEMPTS) {
+        this.fetchFailures.delete(job.jobName);
+        this.setFinal(job, {
+          kind: 'held',
+          reason: `BOINC finished job ${job.jobName} but its outputs could not be put in place (${attempts} attempts): ${msg}. The result is kept on BOINC: fix the cause and release the job to fetch it`,
+          code: 0,
+          resultKept: true,
+        });
+      }
+    }
+  }
+
+  /** A job BOINC gave up on: held, with what the server reports about it. */
+  private async recordFailure(job: ParsedJobName): Promise<void> {
+    if (this.finals.has(job.jobName)) return;
+    const spec = this.batches.get(job.batch)?.jobs[job.n];
+    let detail = '';
+    if (spec) {
+      const req: FetchOutputRequest = { jobName: job.jobName, iwd: spec.iwd, stderrPath: spec.stderr ?? '/dev/null', mode: 'SOME', specs: [] };
+      try {
+        const { fetchOutputCommand } = await import('../commands/fetch-output.js');
+        const tokens = await fetchOutputCommand(this.services).run({ request: req, binding: this.binding() }, this.handler(`failed ${job.jobName}`, this.rpcTimeoutMs));
+        detail = `: its instance ended with exit status ${tokens[1] ?? '?'}${spec.stderr && spec.stderr !== '/dev/null' ? ` (its stderr is in ${spec.stderr})` : ''}`;
+      } catch (err) {
+        if (err instanceof BoincRpcError && err.kind === 'transport') return;
+      }
+    }
+    this.setFinal(job, {
+      kind: 'held',
+      reason: detail
+        ? `BOINC gave up on job ${job.jobName}${detail}`
+        : `BOINC gave up on job ${job.jobName}: its instances failed (or it was aborted on the server)`,
+      code: 0,
+    });
+    this.afterFinal(job.batch);
+  }
+
+  private setFinal(job: ParsedJobName, state: FinalState): void {
+    this.finals.set(job.jobName, state);
+    try {
+      this.store?.appendFinal(job.batch, job.jobName, state);
+    } catch (err) {
+      this.services.log.error(`batch boinc: cannot record the final state of ${job.jobName}: ${errorMessage(err)}`);
+    }
+  }
+
+  // ---- cancel -------------------------------------------------------------------------
+
+  async cancel(job: ParsedJobName): Promise<void> {
+    this.ensureLoaded();
+    const rec = this.batches.get(job.batch);
+    if (!rec?.jobs[job.n]) throw new Error(`BOINC job ${job.jobName} is not one this GAHP submitted`);
+    const fin = this.finals.get(job.jobName);
+    if (fin?.kind === 'cancelled' || fin?.kind === 'done') return;
+    if (fin?.kind === 'held' && fin.resultKept) {
+      // Its result is on BOINC: kept for the job's return (nothing to abort).
+      this.setFinal(job, { kind: 'cancelled', kept: true });
+      return;
+    }
+    if (rec.state === 'claimed') await this.settle(rec);
+    if (rec.state !== 'submitted') {
+      this.setFinal(job, { kind: 'cancelled' });
+      return;
+    }
+    await new Promise<void>((resolve, reject) => {
+      this.pendingAborts.push({ job, resolve, reject });
+      this.abortTimer ??= setTimeout(() => void this.abortPending(), GATHER_QUIET_MS);
+    });
+    this.services.log.info(`batch boinc: ${job.jobName}: aborted on BOINC`);
+    this.afterFinal(job.batch);
+  }
+
+  /** One abort_jobs for every cancel gathered. */
+  private async abortPending(): Promise<void> {
+    this.abortTimer = undefined;
+    const todo = this.pendingAborts;
+    this.pendingAborts = [];
+    try {
+      const binding = this.binding();
+      await abortJobsCommand(this.services).run({ request: { jobNames: todo.map((t) => t.job.jobName) }, binding }, this.handler('abort', this.rpcTimeoutMs * 2));
+      for (const t of todo) {
+        this.setFinal(t.job, { kind: 'cancelled' });
+        t.resolve();
+      }
+    } catch (err) {
+      for (const t of todo) t.reject(err);
+    }
+  }
+
+  // ---- batches: retire, leases ----------------------------------------------------------
+
+  private batchFinished(rec: StoredBatch): boolean {
+    return rec.jobs.every((_, n) => {
+      const f = this.finals.get(boincJobName(rec.batch, n));
+      // A held job whose result is kept keeps its batch open (retiring lets BOINC delete it).
+      return f !== undefined && !(f.kind === 'held' && f.resultKept) && !(f.kind === 'cancelled' && f.kept);
+    });
+  }
+
+  /** After a job's final state: its batch is retired at once when it was the last one. */
+  private afterFinal(batch: string): void {
+    const rec = this.batches.get(batch);
+    if (rec && rec.state === 'submitted' && this.batchFinished(rec)) void this.retire(rec);
+  }
+
+  private async retire(rec: StoredBatch): Promise<void> {
+    try {
+      await retireBatchCommand(this.services).run({ request: { batchName: rec.batch }, binding: this.binding() }, this.handler('retire', this.rpcTimeoutMs * 2));
+      rec.state = 'retired';
+      this.store?.saveBatch(rec);
+      this.services.log.info(`batch boinc: retired batch ${rec.batch}: every job finished`);
+    } catch (err) {
+      this.services.log.warn(`batch boinc: retiring ${rec.batch} failed (tried again later): ${errorMessage(err)}`);
+    }
+  }
+
+  private async housekeeping(): Promise<void> {
+    if (this.shutdown.signal.aborted) return;
+    let binding: ProjectBinding;
+    try {
+      binding = this.binding();
+    } catch {
+      return;
+    }
+    const nowS = Math.floor(Date.now() / 1000);
+    const lease = this.services.config.defaultLeaseSeconds;
+    for (const rec of this.batches.values()) {
+      if (rec.state !== 'submitted' || rec.projectUrl !== binding.project.url || this.gone.has(rec.batch)) continue;
+      if (this.batchFinished(rec)) {
+        await this.retire(rec);
+      } else if (rec.leaseExpiresAt === undefined || rec.leaseExpiresAt - nowS < lease / 2) {
+        try {
+          await setLeaseCommand(this.services).run({ request: { batchName: rec.batch, expireTime: nowS + lease }, binding }, this.handler('lease', this.rpcTimeoutMs * 2));
+          rec.leaseExpiresAt = nowS + lease;
+          this.store?.saveBatch(rec);
+        } catch (err) {
+          this.services.log.warn(`batch boinc: renewing the lease of ${rec.batch} failed: ${errorMessage(err)}`);
+        }
+      }
+    }
+  }
+}
+
+/** The identity of a job across its submissions: the JobDirectory without its trailing time. */
+function identityOf(submissionKey: string): string | undefined {
+  const m = /^(.*_[0-9]+\.[0-9]+)_[0-9]+$/.exec(submissionKey);
+  return m ? m[1] : undefined;
+}
+
+function parseOurJobName(name: string): ParsedJobName | undefined {
+  const m = /^(.+)_(\d{1,7})$/.exec(name);
+  return m ? { jobName: name, batch: m[1]!, n: Number(m[2]) } : undefined;
+}
+
+function held(reason: string, code: number): JobStatusAnswer {
+  return { jobStatus: 5, extra: [['HoldReason', reason], ['HoldReasonCode', code], ['HoldReasonSubCode', 0]] };
+}
+
+function finalAnswer(_job: ParsedJobName, f: FinalState): JobStatusAnswer {
+  switch (f.kind) {
+    case 'done':
+      return { jobStatus: 4, extra: [['ExitCode', f.exitCode], ['RemoteWallClockTime', f.wallClock], ['RemoteUserCpu', f.cpu]] };
+    case 'cancelled':
+      return { jobStatus: 3, extra: [] };
+    case 'held':
+      return held(f.reason, f.code);
+  }
+}
+
+/** Out exists after the job (empty: a BOINC app has no standard output of its own). */
+function ensureStdout(spec: StoredJob): void {
+  if (!spec.stdout || spec.stdout === '/dev/null' || spec.stdout === spec.stderr) return;
+  const file = resolveUnder(spec.iwd, spec.stdout);
+  try {
+    fs.closeSync(fs.openSync(file, 'a', 0o644));
+  } catch (err) {
+    throw new Error(`cannot create the job's standard output file ${file}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`, { cause: err });
+  }
+}

@@ -1,0 +1,129 @@
+/**
+ * What the GAHP's BLAH route keeps on disk, under `<state dir>/blah/` (docs/blah-route.md,
+ * "State"): one file per BOINC batch it made, and the jobs' final states.
+ *
+ * - `batches/<batch>.json`: the batch, its state and its jobs (each with the submission key
+ *   the gridmanager's JobDirectory gave it, and what its outputs need), written whole and
+ *   synced before the batch's `BOINC_SUBMIT` goes out and again when its state changes: a
+ *   few writes per batch, never one per job (a 10,000-job cluster must not cost 10,000
+ *   synced files).
+ * - `finals/<batch>.jsonl`: one appended line per job that reached a final state (outputs
+ *   in place, cancelled, held), not synced: a line lost in a power cut only means the
+ *   outputs are fetched again, which is harmless (the stderr append is done once,
+ *   docs/storage.md).
+ *
+ * Everything is read back at start-up, so a GAHP killed and started again by the
+ * gridmanager answers for every job id it handed out, and a submission repeated after the
+ * crash finds its job instead of making another.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { makeDirs } from '../dirs.js';
+import { replaceFileSync } from '../state-files.js';
+import type { OutputSpec } from '../blahp/submit-args.js';
+
+export interface StoredJob {
+  /** The submission key (from the gridmanager's JobDirectory, else random). */
+  key: string;
+  /** The job's identity across submissions (the JobDirectory without its time), when known. */
+  identity?: string;
+  iwd: string;
+  args: string[];
+  inputs: Array<{ src: string; dst: string }>;
+  outputs: OutputSpec[] | null;
+  stdout?: string;
+  stderr?: string;
+}
+
+export type BatchState = 'claimed' | 'submitted' | 'failed' | 'retired';
+
+export interface StoredBatch {
+  v: 1;
+  batch: string;
+  app: string;
+  memoryMb?: number;
+  projectUrl: string;
+  state: BatchState;
+  /** Job n of the batch is jobs[n]; its BOINC name `<batch>_<n>`. */
+  jobs: StoredJob[];
+  createdAt: number;
+  submittedAt?: number;
+  leaseExpiresAt?: number;
+  error?: string;
+}
+
+export type FinalState =
+  | { kind: 'done'; exitCode: number; wallClock: number; cpu: number }
+  | { kind: 'cancelled'; kept?: boolean }
+  | { kind: 'held'; reason: string; code: number; resultKept?: boolean };
+
+export class BlahStore {
+  readonly dir: string;
+  private readonly batchesDir: string;
+  private readonly finalsDir: string;
+
+  constructor(stateDir: string) {
+    this.dir = path.join(stateDir, 'blah');
+    this.batchesDir = path.join(this.dir, 'batches');
+    this.finalsDir = path.join(this.dir, 'finals');
+  }
+
+  /** Everything kept: the batches, and the final state of each job that has one. */
+  load(): { batches: StoredBatch[]; finals: Map<string, FinalState> } {
+    const batches: StoredBatch[] = [];
+    const finals = new Map<string, FinalState>();
+    for (const name of listDir(this.batchesDir)) {
+      if (!name.endsWith('.json') || name.startsWith('.')) continue;
+      const b = readJson<StoredBatch>(path.join(this.batchesDir, name));
+      if (b && b.v === 1 && Array.isArray(b.jobs)) batches.push(b);
+    }
+    for (const name of listDir(this.finalsDir)) {
+      if (!name.endsWith('.jsonl')) continue;
+      let text: string;
+      try {
+        text = fs.readFileSync(path.join(this.finalsDir, name), 'utf8');
+      } catch {
+        continue;
+      }
+      for (const line of text.split('\n')) {
+        if (line === '') continue;
+        try {
+          const rec = JSON.parse(line) as { job: string; state: FinalState | null };
+          // A torn last line (a crash mid-append) reads as nothing; null clears an earlier state.
+          if (rec.state === null) finals.delete(rec.job);
+          else finals.set(rec.job, rec.state);
+        } catch {
+          // ignored: see above
+        }
+      }
+    }
+    return { batches, finals };
+  }
+
+  saveBatch(b: StoredBatch): void {
+    makeDirs(this.batchesDir, 'the BLAH state directory');
+    replaceFileSync(path.join(this.batchesDir, `${b.batch}.json`), JSON.stringify(b) + '\n');
+  }
+
+  /** Records a job's final state (null: it has none any more, its result is fetched again). */
+  appendFinal(batch: string, job: string, state: FinalState | null): void {
+    makeDirs(this.finalsDir, 'the BLAH state directory');
+    fs.appendFileSync(path.join(this.finalsDir, `${batch}.jsonl`), JSON.stringify({ job, state }) + '\n', { mode: 0o600 });
+  }
+}
+
+function listDir(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+function readJson<T>(file: string): T | undefined {
+  try {
+    return JSON.parse(fs.readFileSync(file, 'utf8')) as T;
+  } catch {
+    return undefined;
+  }
+}

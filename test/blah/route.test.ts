@@ -1,0 +1,156 @@
+/**
+ * `batch boinc` served by the GAHP itself (docs/blah-route.md): bin/boinc-gahp as a child
+ * process spoken to as HTCondor's gridmanager speaks BLAH to BOINC_GAHP
+ * (test/support/blah-gridmanager.ts), against the test server over HTTP on 127.0.0.1.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { startTestServer, type ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
+import { makeTempDir } from '../support/gahp-process.js';
+import { BlahGridmanager, jobAd } from '../support/blah-gridmanager.js';
+
+const LONG = 120_000;
+let server: ExtendedTestBoincServer;
+let dir: string;
+let authFile: string;
+const open: BlahGridmanager[] = [];
+
+beforeAll(async () => {
+  server = await startTestServer();
+  dir = makeTempDir('boinc-blah-route-');
+  authFile = path.join(dir, 'auth');
+  fs.writeFileSync(authFile, `${server.authenticator}\n`, { mode: 0o600 });
+});
+
+afterAll(async () => {
+  for (const g of open) await g.close().catch(() => undefined);
+  await server.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+async function gridmanager(stateDir?: string): Promise<BlahGridmanager> {
+  const g = await BlahGridmanager.start(server.url, authFile, stateDir ? { stateDir } : {});
+  open.push(g);
+  return g;
+}
+
+let seq = 0;
+/** A job directory with its input `in`; its own JobDirectory (sandbox id) as the gridmanager makes them. */
+function job(input: string, over: Record<string, string | number | boolean> = {}): Record<string, string | number | boolean> & { Iwd: string } {
+  const n = seq++;
+  const iwd = path.join(dir, `job${n}`);
+  fs.mkdirSync(iwd, { recursive: true });
+  fs.writeFileSync(path.join(iwd, 'in'), input);
+  return jobAd({ Iwd: iwd, JobDirectory: `home_bl_127.0.0.1_19718_alice_vm_7.${n}_1796300184`, ...over });
+}
+
+const nameOf = (id: string) => id.slice('boinc/'.length);
+
+test('BLAH_PING answers 0 when the configured project answers', async () => {
+  const g = await gridmanager();
+  expect(await g.ping()).toEqual({ rc: 0, message: 'No error' });
+}, LONG);
+
+test('submits arriving together share one BOINC batch; idle, running, then completed only once the outputs are in place', async () => {
+  const g = await gridmanager();
+  const ads = [0, 1, 2, 3, 4].map((k) => job(`hello ${k}\n`, { TransferOutputRemaps: `out = result.${k}`, Arguments: `n=${k} '--dollar=$HOME'` }));
+  server.clearRpcLog();
+  const subs = await g.submitMany(ads);
+  for (const s of subs) expect(s).toMatchObject({ rc: 0, message: 'No error' });
+  const ids = subs.map((s) => s.jobId);
+  expect(new Set(ids).size).toBe(5);
+  expect(server.rpcLog().filter((e) => e.rpc === 'create_batch')).toHaveLength(1);
+  const batch = nameOf(ids[0]!).replace(/_\d+$/, '');
+  expect(server.jobs(batch).map((j) => j.name).sort()).toEqual(ids.map(nameOf).sort());
+  // The arguments reach BOINC as the ad holds them: $HOME is not expanded on the submit host.
+  const onServer = server.jobs(batch).find((j) => j.name === nameOf(ids[0]!))!;
+  expect(onServer.commandLine).toBe('n=0 --dollar=$HOME');
+
+  for (const id of ids) expect((await g.status(id)).jobStatus).toBe(1);
+  server.advanceAll(batch, 'IN_PROGRESS');
+  expect((await g.waitStatus(ids[0]!, 2)).jobStatus).toBe(2);
+  server.advanceAll(batch, 'DONE');
+  for (const [k, id] of ids.entries()) {
+    const st = await g.waitStatus(id, 4);
+    expect(st).toMatchObject({ rc: 0, jobStatus: 4 });
+    expect(st.ad).toMatch(/ExitCode = 0/);
+    // By the time it says 4 the output is in place under its remapped name, and Out exists.
+    expect(fs.readFileSync(path.join(ads[k]!.Iwd, `result.${k}`), 'utf8')).toBe(`HELLO ${k}\n\nargs: n=${k} --dollar=$HOME\n`);
+    expect(fs.existsSync(path.join(ads[k]!.Iwd, 'job.out'))).toBe(true);
+    expect(fs.existsSync(path.join(ads[k]!.Iwd, 'out'))).toBe(false);
+  }
+  // Every job finished: the batch is retired.
+  for (let i = 0; i < 50 && server.rpcLog().every((e) => e.rpc !== 'retire_batch'); i++) await new Promise((r) => setTimeout(r, 100));
+  expect(server.rpcLog().some((e) => e.rpc === 'retire_batch')).toBe(true);
+}, LONG);
+
+test('a bad job is refused alone, with its own reason; the others of its burst are submitted', async () => {
+  const g = await gridmanager();
+  const good = job('fine\n');
+  const blank = job('x\n', { Arguments: "'hello world'" });
+  const missing = job('x\n', { TransferInput: 'nosuch.txt' });
+  const unknownApp = job('x\n', { Queue: 'nosuchapp' });
+  const creates = server.rpcLog().filter((e) => e.rpc === 'create_batch').length;
+  const [a, b, c, d] = await g.submitMany([good, blank, missing, unknownApp]);
+  expect(a).toMatchObject({ rc: 0 });
+  expect(b!.rc).toBe(1);
+  expect(b!.jobId).toBe('N/A');
+  expect(b!.message).toMatch(/argument 1 "hello world"/);
+  expect(c!.rc).toBe(1);
+  expect(c!.message).toMatch(/nosuch\.txt/);
+  expect(d!.rc).toBe(1);
+  expect(d!.message).toMatch(/nosuchapp/);
+  // One batch for the good job only; nothing made for the unknown app.
+  expect(server.rpcLog().filter((e) => e.rpc === 'create_batch').length).toBe(creates + 1);
+  expect(server.batches().some((bt) => bt.app === 'nosuchapp')).toBe(false);
+}, LONG);
+
+test('cancel aborts the BOINC job and the status says removed', async () => {
+  const g = await gridmanager();
+  const { jobId } = await g.submit(job('to cancel\n'));
+  expect(await g.cancel(jobId)).toEqual({ rc: 0, message: 'No error' });
+  expect((await g.status(jobId)).jobStatus).toBe(3);
+  expect(server.jobs().find((j) => j.name === nameOf(jobId))!.aborted).toBe(true);
+}, LONG);
+
+test('a job BOINC gave up on is held with what the server reports', async () => {
+  const g = await gridmanager();
+  const { jobId } = await g.submit(job('boom\n', { Queue: 'failing' }));
+  server.advanceJob(nameOf(jobId), 'ERROR');
+  const st = await g.waitStatus(jobId, 5);
+  expect(st.jobStatus).toBe(5);
+  expect(st.ad).toMatch(/HoldReason = "BOINC gave up on job /);
+}, LONG);
+
+test('killed with -9 and started again: the ids it gave still resolve, and a repeated submission gets the same job', async () => {
+  const stateDir = makeTempDir('boinc-blah-state-');
+  try {
+    const first = await gridmanager(stateDir);
+    const ad = job('once\n');
+    const { jobId } = await first.submit(ad);
+    await first.gahp.kill('SIGKILL');
+    const second = await gridmanager(stateDir);
+    expect((await second.status(jobId)).jobStatus).toBe(1);
+    // The gridmanager resubmits a job whose id it had not saved: same JobDirectory, same job.
+    const again = await second.submit(ad);
+    expect(again).toMatchObject({ rc: 0, jobId });
+    expect(server.jobs().filter((j) => j.name.startsWith(nameOf(jobId).replace(/_\d+$/, '')))).toHaveLength(1);
+    server.advanceJob(nameOf(jobId), 'DONE');
+    expect((await second.waitStatus(jobId, 4)).jobStatus).toBe(4);
+    expect(fs.readFileSync(path.join(ad.Iwd, 'out'), 'utf8')).toBe('ONCE\n');
+  } finally {
+    fs.rmSync(stateDir, { recursive: true, force: true });
+  }
+}, LONG);
+
+test('without a configured project every BLAH command says how to configure it, with the arity the gridmanager asserts', async () => {
+  const g = await BlahGridmanager.start('', '', { env: { BOINC_GAHP_PROJECT_URL: '', BOINC_GAHP_AUTHENTICATOR_FILE: '' } });
+  open.push(g);
+  const p = await g.ping();
+  expect(p.rc).toBe(1);
+  expect(p.message).toMatch(/BOINC_GAHP_PROJECT_URL/);
+  const s = await g.submit(job('x\n'));
+  expect(s).toMatchObject({ rc: 1, jobId: 'N/A' });
+  const st = await g.status('boinc/blahp-uppercase-mx7ir8sa-1dae41_2');
+  expect(st).toMatchObject({ rc: 1, jobStatus: 0, ad: 'N/A' });
+}, LONG);
