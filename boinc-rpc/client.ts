@@ -12,6 +12,7 @@ import {
   parseCompletedJob,
   parseQueryBatch,
   parseQueryBatch2,
+  parseQueryJob,
   parseSuccess,
   parseTemplates,
 } from './replies.js';
@@ -23,6 +24,7 @@ import type {
   CompletedJob,
   CreateBatchRequest,
   FetchOutputRequest,
+  JobInstance,
   QueryBatch2Reply,
   QueryBatchReply,
   QueryBatchRequest,
@@ -87,6 +89,7 @@ export class BoincClient implements BoincRpc {
     read: (text: string) => T,
     signal: AbortSignal | undefined,
     files?: Array<{ path: string; name: string }>,
+    replyOptions: { jobErrorFlags?: boolean } = {},
   ): Promise<T> {
     let result: T | undefined;
     try {
@@ -97,7 +100,7 @@ export class BoincClient implements BoincRpc {
         signal,
         parse: (body) => {
           try {
-            const { text } = checkReply(rpc, body, rpc);
+            const { text } = checkReply(rpc, body, rpc, replyOptions);
             result = read(text);
           } catch (err) {
             // An unreadable answer to a request that reached the server: it may have acted.
@@ -211,10 +214,27 @@ export class BoincClient implements BoincRpc {
     return this.call(
       'query_batch',
       SUBMIT,
-      () => this.batchRef(this.req('query_batch'), 'query_batch', req).toString(),
+      () => {
+        const x = this.batchRef(this.req('query_batch'), 'query_batch', req);
+        if (req.jobDetails) x.el('get_job_details', 1);
+        return x.toString();
+      },
       true,
       (t) => parseQueryBatch('query_batch', t),
       req.signal,
+      undefined,
+      { jobErrorFlags: req.jobDetails === true },
+    );
+  }
+
+  async queryJob(jobId: number, opts: CallOptions = {}): Promise<JobInstance[]> {
+    return this.call(
+      'query_job',
+      SUBMIT,
+      () => this.req('query_job').el('job_id', jobId).toString(),
+      true,
+      (t) => parseQueryJob('query_job', t),
+      opts.signal,
     );
   }
 

@@ -4,7 +4,7 @@
  * query_batch2 reply of 100k jobs costs little more than its own string.
  */
 import { BoincRpcError } from './errors.js';
-import type { AppTemplates, CompletedJob, QueryBatch2Reply, QueryBatchReply } from './types.js';
+import type { AppTemplates, CompletedJob, JobInstance, QueryBatch2Reply, QueryBatchReply } from './types.js';
 import { allTagTexts, decodeEntities, intValue, optNumber, tagText, textValue } from './xml.js';
 
 function protocol(rpc: string, message: string): BoincRpcError {
@@ -93,7 +93,10 @@ export function parseQueryBatch2(rpc: string, text: string, batchCount: number):
   return { serverTime, batches };
 }
 
-/** query_batch: batch parameters, then `<job>` elements (id, name, canonical_instance_id, status). */
+/**
+ * query_batch: batch parameters, then `<job>` elements (id, name, canonical_instance_id; with
+ * job details the status, the error flags and the exit status of each failed instance).
+ */
 export function parseQueryBatch(rpc: string, text: string): QueryBatchReply {
   const firstJob = text.indexOf('<job>');
   const headEnd = firstJob < 0 ? text.length : firstJob;
@@ -116,6 +119,11 @@ export function parseQueryBatch(rpc: string, text: string): QueryBatchReply {
     if (canon !== undefined) job.canonicalInstanceId = canon;
     const status = tagText(seg, 'status');
     if (status !== undefined) job.status = internStatus(status.trim());
+    // Job details (show_job_details): the flags and failed instances' exit statuses of a job BOINC gave up on.
+    if (seg.indexOf('<error>') >= 0) job.errors = allTagTexts(seg, 'error').map((e) => e.trim());
+    if (seg.indexOf('<exit_status>') >= 0) {
+      job.exitStatuses = allTagTexts(seg, 'exit_status').map((e) => optNumber(e)).filter((n) => n !== undefined);
+    }
     jobs.push(job);
     pos = je + 6;
   }
@@ -131,6 +139,15 @@ export function parseQueryBatch(rpc: string, text: string): QueryBatchReply {
   const expire = optNumber(head('expire_time'));
   if (expire !== undefined) reply.expireTime = expire;
   return reply;
+}
+
+/** query_job: one `<instance>` per instance of the job (name, id, state in words, output sizes). */
+export function parseQueryJob(rpc: string, text: string): JobInstance[] {
+  return allTagTexts(text, 'instance').map((seg) => ({
+    name: cleanName(tagText(seg, 'name') ?? ''),
+    id: intValue(rpc, 'instance id', tagText(seg, 'id')),
+    state: textValue(tagText(seg, 'state') ?? ''),
+  }));
 }
 
 /**

@@ -99,6 +99,35 @@ export interface QueryBatch2Reply {
 export interface QueryBatchRequest extends CallOptions {
   batchId?: number;
   batchName?: string;
+  /**
+   * query_batch only: ask for each job's details (`get_job_details`): the flags of a job
+   * BOINC gave up on and the exit status of each instance that failed on its host.
+   */
+  jobDetails?: boolean;
+}
+
+/** A job of a query_batch reply. */
+export interface QueryBatchJob {
+  id: number;
+  name: string;
+  canonicalInstanceId?: number;
+  /** With jobDetails, lower case: done, in_progress, queued, error. */
+  status?: BoincJobStatus;
+  /**
+   * With jobDetails, for a job with an error mask: why BOINC gave up on it, BOINC's words
+   * (too_many_error_results, too_many_total_results, cancelled, ...).
+   */
+  errors?: string[];
+  /** With jobDetails, for a job with an error mask: the exit status of each instance that failed on its host. */
+  exitStatuses?: number[];
+}
+
+/** One instance (BOINC "result") of a job, as query_job reports it. */
+export interface JobInstance {
+  name: string;
+  id: number;
+  /** In words, as BOINC's web pages say it: `Error while computing`, `Timed out - no response`, ... */
+  state: string;
 }
 
 export interface QueryBatchReply {
@@ -109,7 +138,7 @@ export interface QueryBatchReply {
   appName?: string;
   njobs: number;
   expireTime?: number;
-  jobs: Array<{ id: number; name: string; canonicalInstanceId?: number; status?: BoincJobStatus }>;
+  jobs: QueryBatchJob[];
 }
 
 export interface CompletedJob {
@@ -198,6 +227,8 @@ export interface BoincRpc {
   queryBatch2(minModTime: string, batchNames: string[], opts?: CallOptions): Promise<QueryBatch2Reply>;
   queryBatch(req: QueryBatchRequest): Promise<QueryBatchReply>;
   queryCompletedJob(jobName: string, opts?: CallOptions): Promise<CompletedJob>;
+  /** The instances of a job, by its id (query_batch gives the ids). */
+  queryJob(jobId: number, opts?: CallOptions): Promise<JobInstance[]>;
   getTemplates(req: TemplatesRequest): Promise<AppTemplates>;
   abortJobs(jobNames: string[], opts?: CallOptions): Promise<void>;
   retireBatch(req: QueryBatchRequest): Promise<void>;

@@ -156,8 +156,12 @@ function shorten(s: string, max = 300): string {
  * - a reply without the closing tag of its root element: kind 'protocol', uncertain (cut short);
  * - an empty or non-XML reply: kind 'protocol'.
  * `expectedRoot` is the request's root name (the real server wraps replies in it).
+ * `jobErrorFlags`: the reply may hold `<error>word</error>` elements that are data, not an
+ * error: query_batch with job details flags each job BOINC gave up on so
+ * (`<error>too_many_error_results</error>`), while the server's errors always hold
+ * `<error_num>` and `<error_msg>`.
  */
-export function checkReply(rpc: string, body: Buffer | string, expectedRoot: string): ParsedReply {
+export function checkReply(rpc: string, body: Buffer | string, expectedRoot: string, opts: { jobErrorFlags?: boolean } = {}): ParsedReply {
   const raw = decodeReply(body);
   const fatal = raw.includes(' error</b>:') ? PHP_FATAL.exec(raw) : null;
   if (fatal) {
@@ -167,15 +171,16 @@ export function checkReply(rpc: string, body: Buffer | string, expectedRoot: str
     throw new BoincRpcError(rpc, 'fatal', message || 'PHP fatal error', { uncertain: true, ...duplicateEntry(message) });
   }
   const text = stripPhpNoise(raw);
-  const errAt = text.indexOf('<error>');
-  if (errAt >= 0 && text.indexOf('</error>', errAt) < 0) {
+  const errors = opts.jobErrorFlags && text.includes('<error>') ? text.replace(JOB_ERROR_FLAG, '') : text;
+  const errAt = errors.indexOf('<error>');
+  if (errAt >= 0 && errors.indexOf('</error>', errAt) < 0) {
     // An error element the connection cut before its end: the message may be cut too.
     const outer = rootElementName(text.replace(/^\s*<\?xml[^>]*\?>/, ''));
     if (!outer || outer === 'error' || text.lastIndexOf(`</${outer}>`) < 0) {
       throw new BoincRpcError(rpc, 'protocol', `${CUT_SHORT} (no closing </error> tag)`, { uncertain: true, code: 'cut-short' });
     }
   }
-  const err = extractError(text);
+  const err = extractError(errors);
   if (err) {
     const data = serverErrorData(err.message);
     throw new BoincRpcError(rpc, 'server', err.message, err.errorNum === undefined ? data : { errorNum: err.errorNum, ...data });
@@ -197,6 +202,8 @@ export function checkReply(rpc: string, body: Buffer | string, expectedRoot: str
 }
 
 const CUT_SHORT = 'reply cut short';
+/** A job's flag in query_batch's job details: one word, no child elements. */
+const JOB_ERROR_FLAG = /<error>[a-z_]+<\/error>/g;
 
 type ErrorData = Pick<RpcErrorOptions, 'code' | 'duplicateOf' | 'batchName'>;
 

@@ -178,6 +178,40 @@ describe('RPCs against the test server', () => {
     expect(server.batches().find((x) => x.id === batchId)?.state ?? 4).toBe(4);
   });
 
+  test('query_batch with job details and query_job: what the server reports of failed jobs', async () => {
+    const c = client();
+    const crashed = await submitted(c, 'failing', 1);
+    server.advanceAll(crashed.batchName);
+    await server.settled();
+    const other = await submitted(c, 'uppercase', 3);
+    const [aborted, timedOut, done] = other.jobNames as [string, string, string];
+    await c.abortJobs([aborted]);
+    server.advanceJob(timedOut, 'IN_PROGRESS');
+    server.timeOutJob(timedOut);
+    server.advanceJob(done, 'DONE');
+    await server.settled();
+
+    // The `<error>` flags inside each <job> are data, not an error reply.
+    const q = await c.queryBatch({ batchName: crashed.batchName, jobDetails: true });
+    expect(server.rpcLog().at(-1)!.raw).toContain('<get_job_details>1</get_job_details>');
+    expect(q.jobs).toEqual([expect.objectContaining({ name: crashed.jobNames[0], status: 'error', errors: ['too_many_error_results'], exitStatuses: [7] })]);
+    const o = await c.queryBatch({ batchName: other.batchName, jobDetails: true });
+    expect(o.jobs.map((j) => [j.name, j.status, j.errors, j.exitStatuses])).toEqual([
+      [aborted, 'error', ['cancelled'], undefined],
+      [timedOut, 'error', ['too_many_total_results'], undefined],
+      [done, 'done', undefined, undefined],
+    ]);
+    // Without details, as before: no status words (the real server prints none).
+    expect((await c.queryBatch({ batchName: other.batchName })).jobs.map((j) => j.status)).toEqual([undefined, undefined, undefined]);
+
+    const states = await Promise.all(o.jobs.map(async (j) => (await c.queryJob(j.id)).map((i) => i.state)));
+    expect(states).toEqual([["Didn't need"], ['Timed out - no response'], ['Completed and validated']]);
+    const [instance] = await c.queryJob(q.jobs[0]!.id);
+    expect([instance?.name, instance?.state]).toEqual([`${crashed.jobNames[0]}_0`, 'Error while computing']);
+    expect(instance?.id).toBeGreaterThan(0);
+    expect((await rejection(c.queryJob(987654321))).serverMessage).toBe('no such job');
+  });
+
   test('destIsTemp: the output is written to destPath itself, exclusively, and removed on failure', async () => {
     const c = client();
     const { batchName, jobNames } = await submitted(c, 'uppercase', 1);
