@@ -15,6 +15,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
+import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
 import { fetchOutputCommand, type FetchOutputRequest } from '../commands/fetch-output.js';
 import { retireBatchCommand } from '../commands/retire-batch.js';
 import { setLeaseCommand } from '../commands/set-lease.js';
@@ -72,15 +73,24 @@ export async function runFetcher(ctx: BlahpContext): Promise<number> {
         continue;
       }
       idleSince = undefined;
+      // Failed jobs batch by batch: one query for all of a batch's (gahp/failed-job.ts).
+      const failedByBatch = new Map<string, ParsedJobName[]>();
+      for (const job of work) if (job.failed) failedByBatch.set(job.batch, [...(failedByBatch.get(job.batch) ?? []), job]);
+      for (const [batch, jobs] of failedByBatch) {
+        const later = await holdFailedJobs(ctx, batch, jobs);
+        fetched += jobs.length - later.length;
+        for (const job of later) failed.add(job.jobName);
+      }
+      const done = work.filter((job) => !job.failed);
       let next = 0;
       const worker = async () => {
-        while (next < work.length) {
-          const job = work[next++]!;
-          if (await (job.failed ? fetchFailed(ctx, job) : fetchJob(ctx, job))) fetched++;
+        while (next < done.length) {
+          const job = done[next++]!;
+          if (await fetchJob(ctx, job)) fetched++;
           else failed.add(job.jobName);
         }
       };
-      await Promise.all(Array.from({ length: Math.min(CONCURRENCY, work.length) }, worker));
+      await Promise.all(Array.from({ length: Math.min(CONCURRENCY, done.length) }, worker));
     }
     await batchChores(ctx);
   } finally {
@@ -175,25 +185,62 @@ export async function fetchJob(ctx: BlahpContext, job: ParsedJobName): Promise<b
 }
 
 /**
- * A job BOINC gave up on: held. When the server reports its failed instance (the real
- * server does not: it reports only successful ones), the instance's stderr is appended to
- * Err through BOINC_FETCH_OUTPUT and its exit status goes into the hold reason.
+ * Jobs of one batch that BOINC gave up on: held, the reason saying what the server reports
+ * of each (gahp/failed-job.ts: one query_batch for all of them; its exit status, the
+ * instances' states, or that it was aborted on the server). A job whose failed instance has
+ * a stderr to keep (Err given) is also asked for it through BOINC_FETCH_OUTPUT, which
+ * appends it to Err: a server that reports failed instances answers, the real one does not
+ * (docs/boinc-server.md, "Querying"). Returns the jobs to try again later: the server
+ * could not be reached.
  */
-export async function fetchFailed(ctx: BlahpContext, job: ParsedJobName): Promise<boolean> {
-  const spec = readJson<JobSpec>(jobSpecFile(ctx, job.batch, job.n));
-  let detail = '';
-  if (spec) {
-    const req: FetchOutputRequest = { jobName: job.jobName, iwd: spec.iwd, stderrPath: spec.stderr ?? '/dev/null', mode: 'SOME', specs: [] };
-    try {
-      const tokens = await fetchOutputCommand(await ctx.services()).run(await ctx.bound(req), ctx.handler(`failed ${job.jobName}`, ctx.cfg.rpcTimeoutMs * 3));
-      detail = `: its instance ended with exit status ${tokens[1] ?? '?'}${spec.stderr && spec.stderr !== '/dev/null' ? ` (its stderr is in ${spec.stderr})` : ''}`;
-    } catch (err) {
-      if (err instanceof BoincRpcError && err.kind === 'transport') return false;
-      ctx.log.debug(`blahp: no details of failed job ${job.jobName}: ${(err as Error).message}`);
-    }
+export async function holdFailedJobs(ctx: BlahpContext, batch: string, jobs: ParsedJobName[]): Promise<ParsedJobName[]> {
+  let reports: Map<string, FailedJobReport> | undefined;
+  let unknown = '';
+  try {
+    const { rpc } = await ctx.binding();
+    const { signal } = ctx.handler(`failed jobs of ${batch}`, ctx.cfg.rpcTimeoutMs * 3);
+    reports = await describeFailedJobs(rpc, batch, jobs.map((j) => j.jobName), { signal });
+  } catch (err) {
+    if (err instanceof BoincRpcError && err.kind === 'transport') return jobs;
+    unknown = `its instances failed or it was aborted on the server; what the server reports of it could not be had: ${(err as Error).message}`;
+    ctx.log.warn(`blahp: no details of the failed jobs of ${batch}: ${(err as Error).message}`);
   }
-  writeJsonAtomic(heldFile(ctx, job), erroredRecord(job, detail));
-  return true;
+  const later: ParsedJobName[] = [];
+  for (const job of jobs) {
+    const report = reports?.get(job.jobName);
+    let what = report?.text ?? unknown;
+    if (report?.exitStatus !== undefined) {
+      const stderr = await failedInstanceStderr(ctx, job);
+      if (stderr === undefined) {
+        later.push(job);
+        continue;
+      }
+      what += stderr;
+    }
+    const rec = erroredRecord(job, what);
+    writeJsonAtomic(heldFile(ctx, job), rec);
+    ctx.log.info(`blahp: held ${job.jobName}: ${rec.reason}`);
+  }
+  return later;
+}
+
+/**
+ * The failed instance's stderr appended to the job's Err, when the server reports it:
+ * `; its stderr is in <Err>` then, '' when there is none to be had, undefined when the
+ * server could not be reached (try again later).
+ */
+async function failedInstanceStderr(ctx: BlahpContext, job: ParsedJobName): Promise<string | undefined> {
+  const spec = readJson<JobSpec>(jobSpecFile(ctx, job.batch, job.n));
+  if (!spec?.stderr || spec.stderr === '/dev/null') return '';
+  const req: FetchOutputRequest = { jobName: job.jobName, iwd: spec.iwd, stderrPath: spec.stderr, mode: 'SOME', specs: [] };
+  try {
+    await fetchOutputCommand(await ctx.services()).run(await ctx.bound(req), ctx.handler(`failed ${job.jobName}`, ctx.cfg.rpcTimeoutMs * 3));
+    return `; its stderr is in ${spec.stderr}`;
+  } catch (err) {
+    if (err instanceof BoincRpcError && err.kind === 'transport') return undefined;
+    ctx.log.debug(`blahp: no stderr of failed job ${job.jobName}: ${(err as Error).message}`);
+    return '';
+  }
 }
 
 function hold(ctx: BlahpContext, job: ParsedJobName, reason: string): void {

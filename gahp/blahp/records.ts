@@ -103,16 +103,12 @@ export function finalRecord(ctx: BlahpContext, job: ParsedJobName): FinalRecord 
   return readJson<FinalRecord>(cancelledFile(ctx, job)) ?? readJson<FinalRecord>(doneFile(ctx, job)) ?? readJson<FinalRecord>(heldFile(ctx, job));
 }
 
-/** A job BOINC gave up on: held, with the reason. */
-export function erroredRecord(job: ParsedJobName, detail = ''): FinalRecord {
-  return {
-    kind: 'held',
-    at: Date.now(),
-    reason: detail
-      ? `BOINC gave up on job ${job.jobName}${detail}`
-      : `BOINC gave up on job ${job.jobName}: its instances failed (or it was aborted on the server); BOINC reports no exit code or output for such a job`,
-    code: 0,
-  };
+/**
+ * A job BOINC gave up on: held. `what`: what the server reports of it (gahp/failed-job.ts),
+ * or why that is not known.
+ */
+export function erroredRecord(job: ParsedJobName, what: string): Extract<FinalRecord, { kind: 'held' }> {
+  return { kind: 'held', at: Date.now(), reason: `BOINC gave up on job ${job.jobName}: ${what}`, code: 0 };
 }
 
 /**

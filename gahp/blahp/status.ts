@@ -74,7 +74,7 @@ async function statusOf(ctx: BlahpContext, id: string): Promise<string> {
       return statusLine(job.jobName, 2);
     case 'DONE':
     case 'ERROR': {
-      // Outputs (or a failed job's stderr and exit status) first: the final state only once they are in place.
+      // Outputs (or what the server reports of a failed job) first: the final state only once they are in place.
       ensureFetcher(ctx);
       const deadline = Date.now() + WAIT_FOR_FETCH_MS;
       for (;;) {

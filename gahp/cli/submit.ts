@@ -14,9 +14,12 @@
  * leases, and (unless --no-wait) polls until every batch is retired: each round marks failed
  * jobs, fetches the outputs of done ones, retires finished batches and renews leases.
  */
+import { BoincClient } from '../../boinc-rpc/client.js';
+import { BoincRpcError } from '../../boinc-rpc/errors.js';
+import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
 import { fetchOutputSpec } from './submit-file.js';
-import { commandToRun, EXIT_FAILED, EXIT_OK, runOptions, type GlobalOptions } from './options.js';
+import { commandToRun, EXIT_FAILED, EXIT_OK, networkSettings, runOptions, type GlobalOptions } from './options.js';
 import { ProgressLine, SubmitProgressView } from './progress.js';
 import { planSubmit, submitArgs, type SubmitPlan } from './submit-plan.js';
 import type { SubmitRecord } from './submit-state.js';
@@ -99,6 +102,8 @@ class SubmitRun {
   private serverTime = '0';
   private readonly rec: SubmitRecord;
   private readonly allJobs: string[];
+  /** Made when a job failed (failureRpc). */
+  private rpc: BoincClient | undefined;
 
   constructor(private readonly plan: SubmitPlan, private readonly g: GlobalOptions, private readonly o: SubmitOptions) {
     this.rec = plan.rec;
@@ -153,6 +158,7 @@ class SubmitRun {
       process.removeListener('SIGINT', onSignal);
       process.removeListener('SIGTERM', onSignal);
       await this.client.close().catch(() => undefined);
+      this.rpc?.close();
     }
   }
 
@@ -272,16 +278,54 @@ class SubmitRun {
     return 'polled';
   }
 
-  /** Jobs BOINC reports as ERROR are failed (BOINC cannot say why: docs/boinc-server.md). */
+  /**
+   * Jobs BOINC reports as ERROR are failed, with what the server reports of them (exit
+   * status, or aborted on the server: gahp/failed-job.ts, one query per batch). When the
+   * server cannot be reached they wait for the next round.
+   */
   private async markFailed(): Promise<void> {
-    let changed = false;
+    const byBatch = new Map<string, string[]>();
     for (const j of this.allJobs) {
       if (this.finished(j) || this.status.get(j) !== 'ERROR') continue;
-      this.rec.failed[j] = 'BOINC reports ERROR (reason unknown, check the server)';
-      this.progress.log(`job ${this.rec.cluster}.${this.plan.procByJob.get(j)!.proc} failed on BOINC: ${this.rec.failed[j]}`);
-      changed = true;
+      const batch = this.rec.batches[this.plan.procByJob.get(j)!.app]!;
+      byBatch.set(batch, [...(byBatch.get(batch) ?? []), j]);
+    }
+    let changed = false;
+    for (const [batch, jobs] of byBatch) {
+      let reports: Map<string, FailedJobReport> | undefined;
+      let unknown = 'reason unknown';
+      try {
+        reports = await describeFailedJobs(this.failureRpc(), batch, jobs, { signal: this.stop.signal });
+      } catch (err) {
+        if (this.stop.signal.aborted) break;
+        if (err instanceof BoincRpcError && err.kind === 'transport') {
+          this.progress.log(`asking why jobs of ${batch} failed did not work (will retry): ${errorMessage(err)}`);
+          continue;
+        }
+        unknown = `reason unknown: ${errorMessage(err)}`;
+      }
+      for (const j of jobs) {
+        this.rec.failed[j] = `BOINC reports ERROR: ${reports?.get(j)?.text ?? unknown}`;
+        this.progress.log(`job ${this.rec.cluster}.${this.plan.procByJob.get(j)!.proc} failed on BOINC: ${this.rec.failed[j]}`);
+        changed = true;
+      }
     }
     if (changed) await this.plan.store.save(this.rec);
+  }
+
+  /**
+   * The RPC client that asks why jobs failed. The protocol has no command for that (the
+   * gridmanager learns only ERROR), so this is the one question submit asks the server
+   * itself, read-only, with the GAHP's network settings (docs/architecture.md, "Layers").
+   */
+  private failureRpc(): BoincClient {
+    this.rpc ??= new BoincClient({
+      projectUrl: this.plan.project.url,
+      authenticator: this.plan.project.authenticator,
+      ...(this.g.rpcTimeout ? { timeoutMs: this.g.rpcTimeout * 1000 } : {}),
+      network: networkSettings(this.g),
+    });
+    return this.rpc;
   }
 
   private async fetchReady(): Promise<void> {

@@ -1,37 +1,89 @@
 /**
- * A job BOINC gave up on, from a server that reports failed instances (the test server's
- * reportFailedJobs; a real BOINC server does not, see lifecycle.test.ts): held with its
- * exit status in the reason, and the instance's stderr appended to Err before the hold.
+ * Jobs BOINC gave up on, through the BLAHP scripts: held, the reason saying what the server
+ * reports of each (gahp/failed-job.ts). Against the test server as the real one behaves
+ * (query_completed_job dies for a failed job): the exit status of a crashed instance from
+ * one query_batch with job details for the batch; aborted on the server; an instance that
+ * timed out, from query_job. And against a server that reports failed instances
+ * (reportFailedJobs): the instance's stderr appended to Err before the hold.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { jobDir, nameOf, blahpEnvForFile } from './support.js';
+import { BoincClient } from '../../boinc-rpc/client.js';
 import { stderrFilePattern } from '../../fixtures/test-server/index.js';
+import type { BlahpJob } from '../support/blahpd.js';
+import { jobDir, nameOf, blahpEnvForFile, type BlahpEnv } from './support.js';
 
 const LONG = 120_000;
-const env = blahpEnvForFile({ reportFailedJobs: true });
+const realEnv = blahpEnvForFile();
+const reportingEnv = blahpEnvForFile({ reportFailedJobs: true });
 
-test('held with the exit status; the stderr is in Err', async () => {
-  const iwd = jobDir(env(), 'failing', 'first "line" <here>\nsecond\n');
-  const sub = await env().blahpd.submit({ Cmd: '/usr/bin/true', Queue: 'failing', Iwd: iwd, TransferInput: 'in', Out: 'job.out', Err: 'job.err', JobDirectory: iwd });
-  expect(sub.problem).toBeUndefined();
-  const id = sub.jobId!;
-  env().server.advanceJob(nameOf(id), 'DONE');
-  let status: number | undefined;
-  let reason: unknown;
+async function submitSideBySide(env: BlahpEnv, jobs: BlahpJob[]): Promise<string[]> {
+  const subs = await Promise.all(jobs.map((job) => env.blahpd.submit(job)));
+  for (const s of subs) expect(s.problem).toBeUndefined();
+  return subs.map((s) => s.jobId!);
+}
+
+/** Status calls until the job is held (until then it reads as running); its HoldReason. */
+async function holdReason(env: BlahpEnv, id: string): Promise<unknown> {
   const until = Date.now() + 30_000;
-  while (status !== 5 && Date.now() < until) {
-    const st = await env().blahpd.status(id);
+  for (;;) {
+    const st = await env.blahpd.status(id);
     expect(st.problem).toBeUndefined();
-    status = st.answer?.jobStatus;
-    reason = st.answer?.ad?.get('HoldReason');
-    if (status !== 5) {
-      // Until the details are in, the job reads as running.
-      expect(status).toBe(2);
-      await new Promise((r) => setTimeout(r, 300));
+    if (st.answer?.jobStatus === 5 || Date.now() > until) {
+      expect(st.answer?.jobStatus).toBe(5);
+      return st.answer?.ad?.get('HoldReason');
     }
+    expect(st.answer?.jobStatus).toBe(2);
+    await new Promise((r) => setTimeout(r, 300));
   }
-  expect(status).toBe(5);
-  expect(reason).toMatch(/^BOINC gave up on job \S+: its instance ended with exit status 7 \(its stderr is in job\.err\)$/);
+}
+
+test('crashed jobs of one batch: held with their exit status, from one query_batch for the batch', async () => {
+  const env = realEnv();
+  const jobs = [0, 1].map((k) => {
+    const iwd = jobDir(env, `crash${k}`, `input ${k}\n`);
+    return { Cmd: '/usr/bin/true', Queue: 'failing', Iwd: iwd, TransferInput: 'in', Out: 'job.out', Err: 'job.err', JobDirectory: iwd };
+  });
+  const ids = await submitSideBySide(env, jobs);
+  const names = ids.map(nameOf);
+  const batch = env.server.batches().find((b) => b.jobNames.includes(names[0]!))!;
+  expect([...batch.jobNames].sort()).toEqual([...names].sort());
+  env.server.clearRpcLog();
+  for (const n of names) env.server.advanceJob(n, 'DONE');
+  for (const id of ids) {
+    expect(await holdReason(env, id)).toBe(`BOINC gave up on job ${nameOf(id)}: its instance failed with exit status 7 (too many error results)`);
+  }
+  const detailed = env.server.rpcLog().filter((e) => e.rpc === 'query_batch');
+  expect(detailed.length).toBe(1);
+  expect(detailed[0]!.raw).toContain('<get_job_details>1</get_job_details>');
+  expect(env.server.rpcLog().filter((e) => e.rpc === 'query_job')).toEqual([]);
+}, LONG);
+
+test('aborted on the server, and an instance that timed out: held saying so', async () => {
+  const env = realEnv();
+  const jobs = [0, 1].map((k) => {
+    const iwd = jobDir(env, `other${k}`, `input ${k}\n`);
+    return { Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, TransferInput: 'in', Out: 'job.out', Err: 'job.err', JobDirectory: iwd };
+  });
+  const [aborted, timedOut] = (await submitSideBySide(env, jobs)).map((id) => ({ id, name: nameOf(id) }));
+  // Someone aborts the first on the server (the project's web pages, another client).
+  const client = new BoincClient({ projectUrl: env.server.url, authenticator: env.server.authenticator });
+  try {
+    await client.abortJobs([aborted!.name]);
+  } finally {
+    client.close();
+  }
+  env.server.advanceJob(timedOut!.name, 'IN_PROGRESS');
+  env.server.timeOutJob(timedOut!.name);
+  expect(await holdReason(env, aborted!.id)).toBe(`BOINC gave up on job ${aborted!.name}: aborted on the server`);
+  expect(await holdReason(env, timedOut!.id)).toBe(`BOINC gave up on job ${timedOut!.name}: its instance: Timed out - no response (too many total results)`);
+}, LONG);
+
+test('a server that reports failed instances: the stderr is in Err too', async () => {
+  const env = reportingEnv();
+  const iwd = jobDir(env, 'failing', 'first "line" <here>\nsecond\n');
+  const [id] = await submitSideBySide(env, [{ Cmd: '/usr/bin/true', Queue: 'failing', Iwd: iwd, TransferInput: 'in', Out: 'job.out', Err: 'job.err', JobDirectory: iwd }]);
+  env.server.advanceJob(nameOf(id!), 'DONE');
+  expect(await holdReason(env, id!)).toBe(`BOINC gave up on job ${nameOf(id!)}: its instance failed with exit status 7 (too many error results); its stderr is in job.err`);
   expect(fs.readFileSync(path.join(iwd, 'job.err'), 'utf8')).toMatch(stderrFilePattern('failing: fatal error <&> in "first "line" <here>"\nexit 7\n', 7));
 }, LONG);

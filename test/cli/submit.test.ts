@@ -214,13 +214,16 @@ test("the README's grid submit file runs as written: the lines condor_submit nee
   for (const p of [0, 19]) expect(fs.readFileSync(path.join(dir, `out.1.${p}`), 'latin1')).toBe(`README\n\nargs: -n ${p}\n`);
 });
 
-test('a job that fails on BOINC makes submit exit 1 naming the job', async () => {
+test('a job that fails on BOINC makes submit exit 1 naming the job and its exit status', async () => {
   fs.writeFileSync(path.join(dir, 'in.txt'), 'boom\n');
   writeSubmitFile('job.sub', 'failing', ['transfer_input_files = in.txt', 'queue']);
   const r = await submit('job.sub');
   expect(r.code).toBe(1);
   expect(r.stdout).toMatch(/0 jobs done, outputs fetched; 1 failed/);
-  expect(r.stdout).toMatch(/#1\.0: BOINC reports ERROR/);
+  // The test server answers as the real one: query_completed_job dies for a failed job,
+  // query_batch with job details reports the failed instance's exit status.
+  expect(r.stdout).toMatch(/^ {2}\S+#1\.0: BOINC reports ERROR: its instance failed with exit status 7 \(too many error results\)$/m);
+  expect(r.stderr).toMatch(/^job 1\.0 failed on BOINC: BOINC reports ERROR: its instance failed with exit status 7/m);
 });
 
 test('submit-file errors exit 2 and name the line; nothing reaches the server', async () => {
