@@ -44,6 +44,7 @@ import type { FetchOutputRequest } from '../commands/fetch-output-args.js';
 import { resolveUnder } from '../output/staging.js';
 import { errorMessage } from '../util.js';
 import { jobName as boincJobName, newBatchName, newSubmitKey, type ParsedJobName } from '../blahp/names.js';
+import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
 import { checkJob, type JobRequest } from './job-check.js';
 import { BlahStore, type FinalState, type StoredBatch, type StoredJob } from './store.js';
 
@@ -118,6 +119,7 @@ export class BlahRoute {
   private readonly fetchQueue = new PQueue({ concurrency: FETCH_CONCURRENCY });
   private readonly fetching = new Map<string, Promise<void>>();
   private readonly fetchFailures = new Map<string, number>();
+  private readonly describing = new Map<string, Promise<void>>();
   private readonly templates = new Map<string, { at: number; t: Promise<AppTemplates> }>();
   private pendingAborts: Array<{ job: ParsedJobName; resolve(): void; reject(err: unknown): void }> = [];
   private abortTimer: NodeJS.Timeout | undefined;
@@ -386,7 +388,7 @@ export class BlahRoute {
         return { jobStatus: 2, extra: [] };
       case 'DONE':
       case 'ERROR': {
-        const fetch = this.startFetch(job, st === 'ERROR');
+        const fetch = st === 'DONE' ? this.startFetch(job) : this.describeFailures(job.batch, this.failedOf(job.batch));
         await Promise.race([fetch, new Promise((r) => setTimeout(r, WAIT_FOR_FETCH_MS).unref())]);
         const f = this.finals.get(job.jobName);
         return f ? finalAnswer(job, f) : { jobStatus: 2, extra: [] };
@@ -453,21 +455,32 @@ export class BlahRoute {
       this.services.log.warn(`batch boinc: status refresh failed: ${errorMessage(err)}`);
       return;
     }
-    // Outputs are fetched as soon as BOINC has them, not when each job's status is asked.
+    // Outputs are fetched as soon as BOINC has them, not when each job's status is asked;
+    // failed jobs are described batch by batch.
+    const failedBatches = new Set<string>();
     for (const [name, st] of this.boincStatus) {
-      if ((st === 'DONE' || st === 'ERROR') && !this.finals.has(name)) {
-        const job = parseOurJobName(name);
-        if (job) void this.startFetch(job, st === 'ERROR');
-      }
+      if (this.finals.has(name)) continue;
+      const job = parseOurJobName(name);
+      if (!job) continue;
+      if (st === 'DONE') void this.startFetch(job);
+      else if (st === 'ERROR') failedBatches.add(job.batch);
     }
+    for (const batch of failedBatches) void this.describeFailures(batch, this.failedOf(batch));
+  }
+
+  /** The jobs of a batch BOINC reports ERROR that have no final state yet. */
+  private failedOf(batch: string): string[] {
+    const rec = this.batches.get(batch);
+    if (!rec) return [];
+    return rec.jobs.map((_, n) => boincJobName(batch, n)).filter((n) => this.boincStatus.get(n) === 'ERROR' && !this.finals.has(n));
   }
 
   // ---- outputs ------------------------------------------------------------------------
 
-  private startFetch(job: ParsedJobName, failed: boolean): Promise<void> {
+  private startFetch(job: ParsedJobName): Promise<void> {
     const running = this.fetching.get(job.jobName);
     if (running) return running;
-    const work = this.fetchQueue.add(() => (failed ? this.recordFailure(job) : this.fetchOutputs(job)))
+    const work = this.fetchQueue.add(() => this.fetchOutputs(job))
       .catch((err) => this.services.log.error(`batch boinc: fetch of ${job.jobName}: ${errorMessage(err)}`))
       .finally(() => this.fetching.delete(job.jobName));
     this.fetching.set(job.jobName, work);
@@ -514,29 +527,39 @@ export class BlahRoute {
     }
   }
 
-  /** A job BOINC gave up on: held, with what the server reports about it. */
-  private async recordFailure(job: ParsedJobName): Promise<void> {
-    if (this.finals.has(job.jobName)) return;
-    const spec = this.batches.get(job.batch)?.jobs[job.n];
-    let detail = '';
-    if (spec) {
-      const req: FetchOutputRequest = { jobName: job.jobName, iwd: spec.iwd, stderrPath: spec.stderr ?? '/dev/null', mode: 'SOME', specs: [] };
+  /**
+   * The jobs of a batch BOINC gave up on: held, with what the server reports of them (exit
+   * status, aborted, the instances' states: gahp/failed-job.ts), one query for the batch.
+   */
+  private describeFailures(batch: string, names: string[]): Promise<void> {
+    const running = this.describing.get(batch);
+    if (running) return running;
+    const work = (async () => {
+      const todo = names.filter((n) => !this.finals.has(n));
+      if (todo.length === 0) return;
+      let reports: Map<string, FailedJobReport>;
       try {
-        const { fetchOutputCommand } = await import('../commands/fetch-output.js');
-        const tokens = await fetchOutputCommand(this.services).run({ request: req, binding: this.binding() }, this.handler(`failed ${job.jobName}`, this.rpcTimeoutMs));
-        detail = `: its instance ended with exit status ${tokens[1] ?? '?'}${spec.stderr && spec.stderr !== '/dev/null' ? ` (its stderr is in ${spec.stderr})` : ''}`;
+        reports = await describeFailedJobs(this.binding().rpc, batch, todo, { signal: this.handler('failed jobs', this.rpcTimeoutMs * 2).signal });
       } catch (err) {
-        if (err instanceof BoincRpcError && err.kind === 'transport') return;
+        if (err instanceof BoincRpcError && err.kind === 'transport') return; // asked again at the next refresh
+        reports = new Map();
+        this.services.log.warn(`batch boinc: no details of the failed jobs of ${batch}: ${errorMessage(err)}`);
       }
-    }
-    this.setFinal(job, {
-      kind: 'held',
-      reason: detail
-        ? `BOINC gave up on job ${job.jobName}${detail}`
-        : `BOINC gave up on job ${job.jobName}: its instances failed (or it was aborted on the server)`,
-      code: 0,
-    });
-    this.afterFinal(job.batch);
+      for (const name of todo) {
+        const job = parseOurJobName(name);
+        if (!job || this.finals.has(name)) continue;
+        const r = reports.get(name);
+        this.setFinal(job, {
+          kind: 'held',
+          reason: `BOINC gave up on job ${name}: ${r ? r.text : 'its instances failed (the server reports nothing more)'}`,
+          code: 0,
+        });
+        this.services.log.info(`batch boinc: ${name}: held: ${r?.text ?? 'failed'}`);
+      }
+      this.afterFinal(batch);
+    })().finally(() => this.describing.delete(batch));
+    this.describing.set(batch, work);
+    return work;
   }
 
   private setFinal(job: ParsedJobName, state: FinalState): void {

@@ -41,6 +41,9 @@ const OPTIONS: ReadonlyArray<{ name: string; key: keyof GlobalOptions | 'protoco
 
 const LEVELS: readonly string[] = ['error', 'warn', 'info', 'debug'];
 
+/** The BOINC_GAHP_* variables the GAHP reads (HTCondor's configuration may set them too: condor-config.ts). */
+export const GAHP_ENV_NAMES: readonly string[] = OPTIONS.flatMap((o) => (o.env ? [o.env] : []));
+
 /** The value of a string-kind option, or undefined when it is not one program.ts would accept. */
 function convert(kind: Kind, text: string): string | number | undefined {
   switch (kind) {

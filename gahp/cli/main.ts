@@ -14,7 +14,8 @@
  * `submit` interrupted (--help and README list them).
  */
 import { runGahp } from './run-gahp.js';
-import { plainGahpOptions } from './gahp-args.js';
+import { GAHP_ENV_NAMES, plainGahpOptions } from './gahp-args.js';
+import { readCondorSettings, withCondorSettings } from '../condor-config.js';
 import { EXIT_FAILED, EXIT_USAGE, runOptions, type GahpCliOptions } from './options.js';
 import { checkProjectUrl, CLI_SETTING, readAuthenticator, UsageError } from '../settings.js';
 
@@ -35,14 +36,30 @@ async function gahpOrPrompt(opts: GahpCliOptions): Promise<number> {
 
 export async function main(argv: string[]): Promise<number> {
   try {
-    // What HTCondor runs needs no commander (gahp-args.ts).
-    const plain = plainGahpOptions(argv.slice(2), process.env, Boolean(process.stdin.isTTY));
+    // What HTCondor runs needs no commander (gahp-args.ts). Started by the gridmanager (no
+    // arguments, stdin a pipe, no project in the environment), the GAHP takes the site's
+    // settings from HTCondor's configuration (condor-config.ts).
+    const plain = withSiteSettings(argv.slice(2), plainGahpOptions(argv.slice(2), process.env, Boolean(process.stdin.isTTY)));
     if (plain) return await gahpOrPrompt(plain);
     const { runCommandLine } = await import('./program.js');
     return await runCommandLine(argv, gahpOrPrompt, failure);
   } catch (err) {
     return failure(err);
   }
+}
+
+/**
+ * The options of a GAHP on a pipe given no project (what the gridmanager starts for batch
+ * boinc): HTCondor's BOINC_GAHP_* settings are put under the environment's (process.env
+ * gets them, so every later reader agrees) and the options read again.
+ */
+function withSiteSettings(args: readonly string[], plain: ReturnType<typeof plainGahpOptions>): ReturnType<typeof plainGahpOptions> {
+  if (!plain || plain.projectUrl || process.stdin.isTTY) return plain;
+  const settings = readCondorSettings(process.env);
+  if (settings.values.size === 0) return plain;
+  const merged = withCondorSettings(process.env, settings, GAHP_ENV_NAMES);
+  for (const name of GAHP_ENV_NAMES) if (merged[name] !== undefined) process.env[name] = merged[name];
+  return plainGahpOptions(args, process.env, false);
 }
 
 /** Reports a failure on stderr; returns the exit code. */

@@ -119,7 +119,7 @@ test('a job BOINC gave up on is held with what the server reports', async () => 
   server.advanceJob(nameOf(jobId), 'ERROR');
   const st = await g.waitStatus(jobId, 5);
   expect(st.jobStatus).toBe(5);
-  expect(st.ad).toMatch(/HoldReason = "BOINC gave up on job /);
+  expect(st.ad).toMatch(/HoldReason = "BOINC gave up on job [^"]*exit status 7/);
 }, LONG);
 
 test('killed with -9 and started again: the ids it gave still resolve, and a repeated submission gets the same job', async () => {
@@ -153,4 +153,29 @@ test('without a configured project every BLAH command says how to configure it, 
   expect(s).toMatchObject({ rc: 1, jobId: 'N/A' });
   const st = await g.status('boinc/blahp-uppercase-mx7ir8sa-1dae41_2');
   expect(st).toMatchObject({ rc: 1, jobStatus: 0, ad: 'N/A' });
+}, LONG);
+
+test("started as the gridmanager starts it (no arguments, no BOINC_GAHP_* variables), it reads the project from HTCondor's configuration", async () => {
+  // A condor_config_val stand-in answering the one query the GAHP makes, as HTCondor would.
+  const bin = path.join(dir, 'condor-bin');
+  fs.mkdirSync(bin, { recursive: true });
+  const args = path.join(dir, 'condor_config_val.args');
+  fs.writeFileSync(path.join(bin, 'condor_config_val'), [
+    '#!/bin/sh',
+    `printf '%s\\n' "$@" > '${args}'`,
+    `printf '# Configuration from machine: test\\nBOINC_GAHP_PROJECT_URL = ${server.url}\\nBOINC_GAHP_AUTHENTICATOR_FILE = ${authFile}\\nBOINC_GAHP_SOMETHING_NEW = 1\\n'`,
+    '',
+  ].join('\n'), { mode: 0o755 });
+  const env: NodeJS.ProcessEnv = { PATH: `${bin}:${process.env.PATH}` };
+  const g = await BlahGridmanager.start(undefined, undefined, { env });
+  open.push(g);
+  expect(await g.ping()).toEqual({ rc: 0, message: 'No error' });
+  expect(fs.readFileSync(args, 'utf8').split('\n')).toEqual(['-dump', '-expanded', '^BOINC_GAHP_', '']);
+  const { rc, jobId } = await g.submit(job('from condor config\n'));
+  expect(rc).toBe(0);
+  expect(server.jobs().some((j) => j.name === nameOf(jobId))).toBe(true);
+  // A variable in the GAHP's environment comes before HTCondor's configuration.
+  const g2 = await BlahGridmanager.start('http://127.0.0.1:1/nothing/', authFile, { env });
+  open.push(g2);
+  expect((await g2.ping()).rc).toBe(1);
 }, LONG);

@@ -60,10 +60,11 @@ export interface StatusResult {
 export class BlahGridmanager {
   private constructor(readonly gahp: GahpProcess) {}
 
-  static async start(url: string, authFile: string, opts: GahpStartOptions = {}): Promise<BlahGridmanager> {
+  /** `url` and `authFile` undefined: the GAHP's environment names no project (HTCondor's configuration may). */
+  static async start(url: string | undefined, authFile: string | undefined, opts: GahpStartOptions = {}): Promise<BlahGridmanager> {
     const gahp = await GahpProcess.start({
       ...opts,
-      env: { BOINC_GAHP_PROJECT_URL: url, BOINC_GAHP_AUTHENTICATOR_FILE: authFile, ...opts.env },
+      env: { ...(url !== undefined ? { BOINC_GAHP_PROJECT_URL: url } : {}), ...(authFile !== undefined ? { BOINC_GAHP_AUTHENTICATOR_FILE: authFile } : {}), ...opts.env },
     });
     const g = new BlahGridmanager(gahp);
     const replies = await gahp.startup();
