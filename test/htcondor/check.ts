@@ -17,7 +17,7 @@ import { blahpPing, GRID_CHECKS, type Check } from './checks.js';
 import type { CheckContext } from './jobs.js';
 import { PersonalPool } from './pool.js';
 import { run } from './processes.js';
-import { batchRoute, gahpRoute, type Route, type RouteContext } from './routes.js';
+import { batchRoute, directBatchRoute, gahpRoute, type Route, type RouteContext } from './routes.js';
 
 const REPO_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 /** Seconds per step of the bundled server's jobs (unsent, in progress, done). */
@@ -136,6 +136,11 @@ async function checkAll(prefix: string, workDir: string): Promise<void> {
     }
 
     const hasBlahpd = fs.existsSync(path.join(prefix, 'bin/blahpd'));
+    if (!probe.yes) {
+      // Current HTCondor: batch boinc served by the GAHP itself (BOINC_GAHP defined).
+      const dir = path.join(workDir, 'direct-route');
+      await runRoute(prefix, directBatchRoute(routeCtx), dir, { project, jobsDir: path.join(dir, 'jobs'), waitMs }, []);
+    }
     if (!hasBlahpd) {
       process.stdout.write('skip  batch boinc: this HTCondor has no bin/blahpd\n');
     } else if (!hasStockBlahpScripts(prefix)) {

@@ -4,7 +4,11 @@
  *
  * - `boinc`: the `boinc` grid type of HTCondor up to 10.0; the gridmanager runs BOINC_GAHP,
  *   here a wrapper that execs bin/boinc-gahp with a log and a state directory.
- * - `batch boinc`: current HTCondor; the gridmanager runs blahpd, which runs the boinc_*.sh
+ * - `batch boinc (BOINC_GAHP)`: current HTCondor with BOINC_GAHP defined: the gridmanager
+ *   runs bin/boinc-gahp itself and speaks BLAH to it (docs/blah-route.md); the project, the
+ *   account, the log and the state directory are BOINC_GAHP_* lines of the pool's
+ *   configuration, read by the GAHP through condor_config_val, as the README tells a site.
+ * - `batch boinc (blahpd)`: current HTCondor; the gridmanager runs blahpd, which runs the boinc_*.sh
  *   scripts from $(RELEASE_DIR)/libexec/blahp. BOINC_GAHP must stay undefined. The scripts
  *   get there as the README tells an administrator: `boinc-gahp blahp install` with no
  *   directory and the pool's condor_config_val on PATH; `blahp uninstall` removes them when
@@ -87,6 +91,45 @@ export function gahpRoute(ctx: RouteContext): Route {
   };
 }
 
+/** `batch boinc` served by the GAHP itself: BOINC_GAHP and its settings in the pool's configuration, nothing else. */
+export function directBatchRoute(ctx: RouteContext): Route {
+  const { url, authenticatorFile, app } = ctx.project.settings;
+  const stateDir = path.join(ctx.workDir, 'direct-state');
+  return {
+    name: 'batch boinc (BOINC_GAHP)',
+    submitLines: ['grid_resource = batch boinc', `batch_queue = ${app}`],
+    config: [
+      // The set-up as the README gives it for HTCondor 23+.
+      `BOINC_GAHP = ${path.join(ctx.repoDir, 'bin/boinc-gahp')}`,
+      `BOINC_GAHP_PROJECT_URL = ${url}`,
+      `BOINC_GAHP_AUTHENTICATOR_FILE = ${authenticatorFile}`,
+      `BOINC_GAHP_STATE_DIR = ${stateDir}`,
+      `BOINC_GAHP_LOG = ${path.join(ctx.workDir, 'direct-route/local/log/BoincGahpLog')}`,
+      'BOINC_GAHP_LOG_LEVEL = debug',
+      'GRIDMANAGER_MAX_SUBMITTED_JOBS_PER_RESOURCE = 20000',
+      'GRIDMANAGER_JOB_PROBE_RATE_BATCH = 1000',
+      'JOB_ROUTER_ROUTE_NAMES = BOINC',
+      'JOB_ROUTER_ROUTE_BOINC @=jrt',
+      '  REQUIREMENTS WantBOINC =?= true',
+      '  GridResource = "batch boinc"',
+      '  COPY BoincApp BatchQueue',
+      '  MaxJobs = 5000',
+      '  MaxIdleJobs = 1000',
+      '@jrt',
+    ],
+    stateDir,
+    boincJob: batchJobOf,
+  };
+}
+
+/** "batch boinc <sandbox id> boinc/<batch>_<n>": the BOINC job a batch boinc GridJobId names. */
+function batchJobOf(gridJobId: unknown): { batch: string; job: string } | undefined {
+  const last = typeof gridJobId === 'string' ? gridJobId.split(' ').pop() ?? '' : '';
+  const job = last.slice(last.lastIndexOf('/') + 1);
+  const cut = job.lastIndexOf('_');
+  return last.includes('/') && cut > 0 ? { batch: job.slice(0, cut), job } : undefined;
+}
+
 /** Every file of a folder with its mode and content, to compare before and after. */
 function folderState(dir: string): string {
   return fs.readdirSync(dir).sort().map((n) => {
@@ -128,7 +171,7 @@ export function batchRoute(ctx: RouteContext, prefix: string): Route {
   );
   let before: string | undefined;
   return {
-    name: 'batch boinc',
+    name: 'batch boinc (blahpd)',
     submitLines: ['grid_resource = batch boinc', `batch_queue = ${ctx.project.settings.app}`],
     config: [
       // The route as the README gives it for HTCondor 23+.
@@ -160,12 +203,6 @@ export function batchRoute(ctx: RouteContext, prefix: string): Route {
       return `${removed} scripts removed, ${folder} as before`;
     },
     stateDir,
-    boincJob(gridJobId) {
-      // "batch boinc boinc/<batch>_<n>"
-      const last = typeof gridJobId === 'string' ? gridJobId.split(' ').pop() ?? '' : '';
-      const job = last.slice(last.lastIndexOf('/') + 1);
-      const cut = job.lastIndexOf('_');
-      return last.includes('/') && cut > 0 ? { batch: job.slice(0, cut), job } : undefined;
-    },
+    boincJob: batchJobOf,
   };
 }
