@@ -52,11 +52,10 @@ interface DoctorRun extends RunResult {
  * Runs `bin/boinc-gahp [globals] doctor [args]` with no HTCondor and no blahp unless `env`
  * says otherwise (BLAHPD_LOCATION and GLITE_LOCATION point into the temp dir, so /usr/libexec/blahp is not looked at).
  */
-async function doctor(args: string[], o: { auth?: string; url?: string; globals?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<DoctorRun> {
+async function doctor(args: string[], o: { auth?: string; url?: string; globals?: string[]; env?: NodeJS.ProcessEnv; noProject?: boolean } = {}): Promise<DoctorRun> {
   const globals = [
     '--state-dir', path.join(dir, 'state'),
-    '--project-url', o.url ?? server.url,
-    '--authenticator-file', o.auth ?? authFile,
+    ...(o.noProject ? [] : ['--project-url', o.url ?? server.url, '--authenticator-file', o.auth ?? authFile]),
     ...(o.globals ?? []),
   ];
   const env = { PATH: noTools, BLAHPD_LOCATION: path.join(dir, 'no-blahp'), GLITE_LOCATION: path.join(dir, 'no-blahp'), BLAHPD_CONFIG_LOCATION: path.join(dir, 'no-blah.config'), ...o.env };
@@ -217,7 +216,9 @@ function condorStandIn(name: string, values: Record<string, string>): string {
   const binDir = path.join(dir, name);
   fs.mkdirSync(binDir);
   const cases = Object.entries(values).map(([k, v]) => `  ${k}) echo '${v}' ;;\n`).join('');
-  file(`${name}/condor_config_val`, `#!/bin/sh\ncase "$1" in\n${cases}  *) echo "Not defined: $1" >&2; exit 1 ;;\nesac\n`, 0o755);
+  // `-dump -expanded ^BOINC_GAHP_`: every BOINC_GAHP_* value, as HTCondor prints them.
+  const dump = Object.entries(values).filter(([k]) => k.startsWith('BOINC_GAHP_')).map(([k, v]) => `echo '${k} = ${v}'; `).join('');
+  file(`${name}/condor_config_val`, `#!/bin/sh\ncase "$1" in\n  -dump) echo '# Configuration from machine: test'; ${dump}exit 0 ;;\n${cases}  *) echo "Not defined: $1" >&2; exit 1 ;;\nesac\n`, 0o755);
   return binDir;
 }
 
@@ -230,31 +231,48 @@ async function installedLibexec(name: string): Promise<string> {
   return libexec;
 }
 
-test('htcondor: BOINC_GAHP and the call timeout; BOINC_GAHP missing its file, set while the BLAHP route is configured, a command timeout past the call timeout', async () => {
+test('htcondor: BOINC_GAHP and the call timeout; BOINC_GAHP missing its file, set beside the BLAHP scripts (it serves batch boinc), a command timeout past the call timeout; the BOINC_GAHP route\'s project and caps', async () => {
   const good = condorStandIn('condor-good', { BOINC_GAHP: ENTRY });
   const gone = condorStandIn('condor-gone', { BOINC_GAHP: path.join(dir, 'sbin', 'boinc_gahp'), GRIDMANAGER_GAHP_CALL_TIMEOUT: '120' });
   const none = condorStandIn('condor-none', {});
+  const direct = condorStandIn('condor-direct', {
+    BOINC_GAHP: ENTRY,
+    BOINC_GAHP_PROJECT_URL: server.url,
+    BOINC_GAHP_AUTHENTICATOR_FILE: authFile,
+    GRIDMANAGER_MAX_SUBMITTED_JOBS_PER_RESOURCE: '20000',
+    GRIDMANAGER_JOB_PROBE_RATE_BATCH: '500',
+  });
   const libexec = await installedLibexec('libexec-condor');
-  const [ok, missing, undef, both, noCondor] = await Promise.all([
+  const [ok, missing, undef, both, noCondor, route] = await Promise.all([
     doctor([], { env: { PATH: good } }),
     doctor([], { env: { PATH: gone } }),
     doctor([], { env: { PATH: none } }),
     doctor(['--blahp', libexec], { env: { PATH: good } }),
     doctor([]),
+    // No project on the command line: the BOINC_GAHP route's, from HTCondor's configuration.
+    doctor([], { env: { PATH: direct }, noProject: true }),
   ]);
   expect(ok.code).toBe(0);
-  expect(line(ok, 'BOINC_GAHP')).toBe(`ok    BOINC_GAHP: ${ENTRY}: this installation`);
+  expect(line(ok, 'BOINC_GAHP')).toBe(`ok    BOINC_GAHP: ${ENTRY}: this installation; it serves batch boinc (and the boinc grid type of HTCondor 10.0)`);
   expect(line(ok, 'GRIDMANAGER_GAHP_CALL_TIMEOUT')).toBe('ok    GRIDMANAGER_GAHP_CALL_TIMEOUT: 300 s (default); --command-timeout 290 s: commands give their result before the gridmanager gives up');
+  expect(line(ok, 'batch boinc project')).toMatch(/^warn {2}batch boinc project: BOINC_GAHP_PROJECT_URL and BOINC_GAHP_AUTHENTICATOR_FILE not in HTCondor's configuration/);
+  expect(line(ok, 'GRIDMANAGER_MAX_SUBMITTED_JOBS_PER_RESOURCE')).toMatch(/^warn {2}GRIDMANAGER_MAX_SUBMITTED_JOBS_PER_RESOURCE: 1000 \(default\): jobs of a cluster past 1000 wait idle/);
+  expect(line(ok, 'GRIDMANAGER_JOB_PROBE_RATE_BATCH')).toMatch(/^warn {2}GRIDMANAGER_JOB_PROBE_RATE_BATCH: 5 a second \(default\): .* -> fix: set GRIDMANAGER_JOB_PROBE_RATE_BATCH = 500/);
 
   expect(missing.code).toBe(1);
   expect(line(missing, 'BOINC_GAHP')).toBe(`FAIL  BOINC_GAHP: set to ${dir}/sbin/boinc_gahp, which does not exist  -> fix: add "BOINC_GAHP = ${ENTRY}" to the HTCondor configuration (e.g. /etc/condor/config.d/50-boinc.conf), then condor_reconfig`);
   expect(line(missing, 'GRIDMANAGER_GAHP_CALL_TIMEOUT')).toBe("warn  GRIDMANAGER_GAHP_CALL_TIMEOUT: 120 s; --command-timeout 290 s: a slow BOINC_* command outlives the gridmanager's wait, and the gridmanager then kills the GAHP  -> fix: set --command-timeout (BOINC_GAHP_COMMAND_TIMEOUT) below 120, e.g. 110, or raise GRIDMANAGER_GAHP_CALL_TIMEOUT");
 
   expect(undef.code).toBe(0);
-  expect(line(undef, 'BOINC_GAHP')).toMatch(/^warn {2}BOINC_GAHP: not defined, and no BLAHP scripts were found: HTCondor cannot reach BOINC either way {2}-> fix: add "BOINC_GAHP = .*; or for HTCondor 10\+ run boinc-gahp blahp install$/);
+  expect(line(undef, 'BOINC_GAHP')).toMatch(/^warn {2}BOINC_GAHP: not defined, and no BLAHP scripts were found: HTCondor cannot reach BOINC {2}-> fix: add "BOINC_GAHP = /);
 
-  expect(line(both, 'BOINC_GAHP')).toBe(`warn  BOINC_GAHP: set to ${ENTRY} while the BLAHP route (batch boinc) is configured: two routes, and HTCondor 10+ has no boinc grid type to use it` +
-    '  -> fix: remove BOINC_GAHP from the HTCondor configuration (condor_config_val -config shows the file), then condor_reconfig');
+  expect(line(both, 'BOINC_GAHP')).toBe(`ok    BOINC_GAHP: ${ENTRY}: this installation; it serves batch boinc (and the boinc grid type of HTCondor 10.0): blahpd and the boinc_*.sh scripts are not used for batch boinc`);
+
+  expect(route.code).toBe(0);
+  expect(route.lines.some((l) => l.startsWith('FAIL') || l.startsWith('warn'))).toBe(false);
+  expect(line(route, 'batch boinc project')).toBe(`ok    batch boinc project: BOINC_GAHP_PROJECT_URL ${server.url}, BOINC_GAHP_AUTHENTICATOR_FILE ${authFile} (checked above)`);
+  expect(line(route, 'GRIDMANAGER_JOB_PROBE_RATE_BATCH')).toBe('ok    GRIDMANAGER_JOB_PROBE_RATE_BATCH: 500 a second: statuses answered from memory');
+  expect(route.lines.some((l) => l.startsWith('ok    project') && l.includes(server.url))).toBe(true);
 
   // No condor_config_val on PATH: no HTCondor lines at all.
   expect(noCondor.lines.some((l) => /^(BOINC_GAHP|GRIDMANAGER)/.test(l.slice(6)))).toBe(false);

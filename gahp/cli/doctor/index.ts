@@ -11,6 +11,7 @@ import { EXIT_FAILED, EXIT_OK, type GlobalOptions } from '../options.js';
 import { checkApps } from './apps.js';
 import { blahpRouteConfigured, checkBlahConfig, checkBlahpScripts, findBlahp } from './blahp.js';
 import { checkHtcondor } from './condor.js';
+import { readCondorSettings } from '../../condor-config.js';
 import type { DoctorContext, DoctorTarget } from './context.js';
 import { checkAuthenticatorFile, checkNodeVersion, checkStateDir } from './host.js';
 import { checkNetwork } from './network.js';
@@ -56,12 +57,24 @@ export async function doctorCmd(g: GlobalOptions, o: DoctorOptions): Promise<num
   const report = new Report(o.json ? undefined : (line) => process.stdout.write(line + '\n'));
   const ctx: DoctorContext = { g, report, apps: o.app ?? [], timeoutMs: (g.rpcTimeout ?? DEFAULT_TIMEOUT_S) * 1000, env: process.env };
   const blahp = await findBlahp(ctx.env, o.blahp);
-  const options: DoctorTarget = {
-    ...(g.projectUrl ? { url: g.projectUrl } : {}),
-    ...(g.authenticatorFile ? { authenticatorFile: path.resolve(g.authenticatorFile) } : {}),
-    urlSetting: '--project-url (or BOINC_GAHP_PROJECT_URL)',
-    authSetting: '--authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE)',
-  };
+  // The project as the GAHP will have it: the options (and BOINC_GAHP_* variables), else
+  // HTCondor's configuration, where the BOINC_GAHP route keeps it (condor-config.ts).
+  const site = g.projectUrl ? undefined : readCondorSettings(ctx.env);
+  const siteUrl = site?.values.get('BOINC_GAHP_PROJECT_URL');
+  const siteAuth = site?.values.get('BOINC_GAHP_AUTHENTICATOR_FILE');
+  const options: DoctorTarget = siteUrl
+    ? {
+        url: siteUrl,
+        ...(g.authenticatorFile ?? siteAuth ? { authenticatorFile: path.resolve((g.authenticatorFile ?? siteAuth)!) } : {}),
+        urlSetting: "BOINC_GAHP_PROJECT_URL in HTCondor's configuration",
+        authSetting: g.authenticatorFile ? '--authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE)' : "BOINC_GAHP_AUTHENTICATOR_FILE in HTCondor's configuration",
+      }
+    : {
+        ...(g.projectUrl ? { url: g.projectUrl } : {}),
+        ...(g.authenticatorFile ? { authenticatorFile: path.resolve(g.authenticatorFile) } : {}),
+        urlSetting: '--project-url (or BOINC_GAHP_PROJECT_URL)',
+        authSetting: '--authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE)',
+      };
   // First: scripts missing where blahpd looks leave batch boinc "down" with nothing else to show for it.
   if (blahp?.blahpdFolder) checkBlahpScripts(report, { ...blahp, ...blahp.blahpdFolder });
   if (blahp) checkBlahpScripts(report, blahp);
