@@ -194,6 +194,9 @@ export class BlahRoute {
     const known = await this.knownSubmission(key);
     if (known) return known;
     const job = ticket.job;
+    const identity = ticket.submissionKey ? identityOf(ticket.submissionKey) : undefined;
+    const kept = identity ? await this.keptResult(identity, key, job) : undefined;
+    if (kept) return kept;
     const checked = checkJob(job, (app) => this.appTemplates(app, binding, signal)).then((r) => r.inputs);
     checked.catch(() => undefined); // reported through the ticket
     const group = job.memoryMb ? `${job.app}.m${job.memoryMb}` : job.app;
@@ -203,7 +206,6 @@ export class BlahRoute {
         g = { app: job.app, waiting: [], firstAt: Date.now(), ...(job.memoryMb ? { memoryMb: job.memoryMb } : {}) };
         this.gathering.set(group, g);
       }
-      const identity = ticket.submissionKey ? identityOf(ticket.submissionKey) : undefined;
       g.waiting.push({ key, job, checked, resolve, reject, ...(identity ? { identity } : {}) });
       if (g.timer) clearTimeout(g.timer);
       const wait = g.waiting.length >= GATHER_FULL ? 0 : Math.max(0, Math.min(GATHER_QUIET_MS, g.firstAt + GATHER_MAX_MS - Date.now()));
@@ -224,6 +226,36 @@ export class BlahRoute {
     if (fin?.kind === 'cancelled') return undefined;
     this.services.log.info(`batch boinc: submission ${key} repeated: it already is BOINC job ${name}`);
     return name;
+  }
+
+  /**
+   * A job that comes back (released after a hold, so with a new sandbox id) whose BOINC job
+   * finished but whose outputs could not be put in place: that result is fetched again, into
+   * the places the new submission names, instead of running the job again on BOINC.
+   */
+  private async keptResult(identity: string, key: string, job: JobRequest): Promise<string | undefined> {
+    for (const rec of this.batches.values()) {
+      if (rec.state !== 'submitted' || rec.projectUrl !== this.binding().project.url) continue;
+      const n = rec.jobs.findIndex((j) => j.identity === identity);
+      if (n < 0) continue;
+      const name = boincJobName(rec.batch, n);
+      const fin = this.finals.get(name);
+      const isKept = (fin?.kind === 'held' && fin.resultKept) || (fin?.kind === 'cancelled' && fin.kept);
+      if (!isKept) continue;
+      const stored = rec.jobs[n]!;
+      Object.assign(stored, { key, iwd: job.iwd, outputs: job.outputs });
+      if (job.stdout) stored.stdout = job.stdout;
+      if (job.stderr) stored.stderr = job.stderr;
+      this.store!.saveBatch(rec);
+      this.byKey.set(key, name);
+      this.finals.delete(name);
+      this.store!.appendFinal(rec.batch, name, null);
+      this.boincStatus.set(name, 'DONE');
+      this.services.log.info(`batch boinc: ${name} is back (released): its kept result is fetched again, no new BOINC job`);
+      void this.startFetch({ jobName: name, batch: rec.batch, n });
+      return name;
+    }
+    return undefined;
   }
 
   private appTemplates(app: string, binding: ProjectBinding, signal: AbortSignal): Promise<AppTemplates> {

@@ -179,3 +179,24 @@ test("started as the gridmanager starts it (no arguments, no BOINC_GAHP_* variab
   open.push(g2);
   expect((await g2.ping()).rc).toBe(1);
 }, LONG);
+
+test('outputs that cannot be put in place: held, the BOINC job kept; released (a new sandbox id), its result is fetched with no new BOINC job', async () => {
+  const g = await gridmanager();
+  const ad = job('kept\n', { TransferOutputRemaps: 'out = nodir/out.0', JobDirectory: 'home_bl_127.0.0.1_19718_alice_vm_9.0_1796300001' });
+  const { jobId } = await g.submit(ad);
+  server.advanceJob(nameOf(jobId), 'DONE');
+  const held = await g.waitStatus(jobId, 5, 60_000);
+  expect(held.jobStatus).toBe(5);
+  expect(held.ad).toMatch(/outputs could not be put in place .*nodir.*The result is kept on BOINC/);
+  // condor_hold (as the gridmanager cancels a held job): nothing is aborted on BOINC.
+  expect(await g.cancel(jobId)).toMatchObject({ rc: 0 });
+  expect(server.jobs().find((j) => j.name === nameOf(jobId))!.aborted).toBe(false);
+  // The user makes the directory and releases the job: the gridmanager submits it again, with a new sandbox id.
+  fs.mkdirSync(path.join(ad.Iwd, 'nodir'));
+  const jobsBefore = server.jobs().length;
+  const again = await g.submit({ ...ad, JobDirectory: 'home_bl_127.0.0.1_19718_alice_vm_9.0_1796300999' });
+  expect(again).toMatchObject({ rc: 0, jobId });
+  expect(server.jobs().length).toBe(jobsBefore);
+  expect((await g.waitStatus(jobId, 4)).jobStatus).toBe(4);
+  expect(fs.readFileSync(path.join(ad.Iwd, 'nodir', 'out.0'), 'utf8')).toBe('KEPT\n');
+}, LONG);
