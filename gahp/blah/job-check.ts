@@ -47,7 +47,14 @@ export async function checkJob(req: JobRequest, templates: (app: string) => Prom
   const inputs = req.inputPaths.map((src) => ({ src, dst: path.basename(src) }));
   await checkInputFiles(req.inputPaths);
   const t = await templates(req.app);
-  const ordered = orderInputs([{ name: 'job', args: req.args, inputs }], t.inputOpenNames).jobs[0]!.inputs;
+  let ordered: Array<{ src: string; dst: string }>;
+  try {
+    ordered = orderInputs([{ name: 'job', args: req.args, inputs }], t.inputOpenNames).jobs[0]!.inputs;
+  } catch (err) {
+    // orderInputs names jobs of a BOINC_SUBMIT; here there is one, the job itself.
+    if (err instanceof SubmitCheckError) throw new SubmitCheckError(err.message.replace(/^job job /, 'the job '));
+    throw err;
+  }
   const outs = t.outputOpenNames;
   const zipped = outs.length === 1 && outs[0]!.toLowerCase().endsWith('.zip');
   if (req.outputs && !zipped) {

@@ -46,6 +46,7 @@ import { errorMessage } from '../util.js';
 import { jobName as boincJobName, newBatchName, newSubmitKey, type ParsedJobName } from '../blahp/names.js';
 import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
 import { checkJob, type JobRequest } from './job-check.js';
+import { SubmitCheckError } from '../staging/validate.js';
 import { BlahStore, type FinalState, type StoredBatch, type StoredJob } from './store.js';
 
 const GATHER_QUIET_MS = 250;
@@ -120,6 +121,8 @@ export class BlahRoute {
   private readonly fetching = new Map<string, Promise<void>>();
   private readonly fetchFailures = new Map<string, number>();
   private readonly describing = new Map<string, Promise<void>>();
+  /** Jobs last reported running (2), for the answer while a DONE job's outputs are fetched. */
+  private readonly reported = new Map<string, number>();
   private readonly templates = new Map<string, { at: number; t: Promise<AppTemplates> }>();
   private pendingAborts: Array<{ job: ParsedJobName; resolve(): void; reject(err: unknown): void }> = [];
   private abortTimer: NodeJS.Timeout | undefined;
@@ -296,8 +299,10 @@ export class BlahRoute {
     const ready: Array<Waiting & { inputs: Array<{ src: string; dst: string }> }> = [];
     outcomes.forEach((o, i) => {
       const w = g.waiting[i]!;
-      if (o.status === 'fulfilled') ready.push({ ...w, inputs: o.value });
-      else w.reject(o.reason);
+      if (o.status !== 'fulfilled') return w.reject(o.reason);
+      const problem = startErrorFile(w.job);
+      if (problem) return w.reject(new SubmitCheckError(problem));
+      ready.push({ ...w, inputs: o.value });
     });
     for (let i = 0; i < ready.length; i += MAX_BATCH_JOBS) {
       await this.submitBatch(g.app, g.memoryMb, ready.slice(i, i + MAX_BATCH_JOBS));
@@ -417,13 +422,16 @@ export class BlahRoute {
       case 'UNSENT':
         return { jobStatus: 1, extra: [] };
       case 'IN_PROGRESS':
+        this.reported.set(job.jobName, 2);
         return { jobStatus: 2, extra: [] };
       case 'DONE':
       case 'ERROR': {
         const fetch = st === 'DONE' ? this.startFetch(job) : this.describeFailures(job.batch, this.failedOf(job.batch));
         await Promise.race([fetch, new Promise((r) => setTimeout(r, WAIT_FOR_FETCH_MS).unref())]);
         const f = this.finals.get(job.jobName);
-        return f ? finalAnswer(job, f) : { jobStatus: 2, extra: [] };
+        // Until its outputs are in place the job keeps the state last reported: a job
+        // never seen running is not made to "start" only to fetch its outputs.
+        return f ? finalAnswer(job, f) : { jobStatus: this.reported.get(job.jobName) ?? 1, extra: [] };
       }
       default:
         throw new Error(`BOINC job ${job.jobName} has status ${st}, unknown here`);
@@ -596,6 +604,7 @@ export class BlahRoute {
 
   private setFinal(job: ParsedJobName, state: FinalState): void {
     this.finals.set(job.jobName, state);
+    this.reported.delete(job.jobName);
     try {
       this.store?.appendFinal(job.batch, job.jobName, state);
     } catch (err) {
@@ -723,6 +732,22 @@ function finalAnswer(_job: ParsedJobName, f: FinalState): JobStatusAnswer {
       return { jobStatus: 3, extra: [] };
     case 'held':
       return held(f.reason, f.code);
+  }
+}
+
+/**
+ * A new run starts with an empty Err, as HTCondor's own runs do (the job's stderr is
+ * appended to it when the job ends): a resubmission's error file holds only its run's.
+ * Undefined when fine, else why the file cannot be written (the job is refused).
+ */
+function startErrorFile(job: JobRequest): string | undefined {
+  if (!job.stderr || job.stderr === '/dev/null') return undefined;
+  const file = resolveUnder(job.iwd, job.stderr);
+  try {
+    fs.writeFileSync(file, '', { mode: 0o644 });
+    return undefined;
+  } catch (err) {
+    return `the job's error file ${file} cannot be written (${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}): fix its directory, or the error line of the submit file`;
   }
 }
 

@@ -200,3 +200,21 @@ test('outputs that cannot be put in place: held, the BOINC job kept; released (a
   expect((await g.waitStatus(jobId, 4)).jobStatus).toBe(4);
   expect(fs.readFileSync(path.join(ad.Iwd, 'nodir', 'out.0'), 'utf8')).toBe('KEPT\n');
 }, LONG);
+
+test("a run's error file holds only that run's stderr; a job never seen running is not reported running while its outputs are fetched", async () => {
+  const g = await gridmanager();
+  const ad = job('fresh\n', { Err: 'job.err' });
+  fs.writeFileSync(path.join(ad.Iwd, 'job.err'), 'stderr of an earlier run\n');
+  const { jobId } = await g.submit(ad);
+  expect(fs.readFileSync(path.join(ad.Iwd, 'job.err'), 'utf8')).toBe('');
+  server.advanceJob(nameOf(jobId), 'DONE');
+  const seen = new Set<number>();
+  for (let i = 0; i < 100; i++) {
+    const st = await g.status(jobId);
+    seen.add(st.jobStatus);
+    if (st.jobStatus === 4) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  expect([...seen].sort()).toEqual(seen.has(1) ? [1, 4] : [4]);
+  expect(fs.readFileSync(path.join(ad.Iwd, 'job.err'), 'utf8')).not.toContain('earlier run');
+}, LONG);
