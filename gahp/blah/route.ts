@@ -676,6 +676,8 @@ export class BlahRoute {
       await retireBatchCommand(this.services).run({ request: { batchName: rec.batch }, binding: this.binding() }, this.handler('retire', this.rpcTimeoutMs * 2));
       rec.state = 'retired';
       this.store?.saveBatch(rec);
+      // What BOINC said of its jobs is not needed any more (their final states answer).
+      rec.jobs.forEach((_, n) => this.boincStatus.delete(boincJobName(rec.batch, n)));
       this.services.log.info(`batch boinc: retired batch ${rec.batch}: every job finished`);
     } catch (err) {
       this.services.log.warn(`batch boinc: retiring ${rec.batch} failed (tried again later): ${errorMessage(err)}`);

@@ -7,7 +7,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startTestServer, type ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
 import { makeTempDir } from '../support/gahp-process.js';
-import { BlahGridmanager, jobAd } from '../support/blah-gridmanager.js';
+import { BlahGridmanager, jobAd, submitAdText } from '../support/blah-gridmanager.js';
+import { escapeGahpString } from '../support/gridmanager.js';
 
 const LONG = 120_000;
 let server: ExtendedTestBoincServer;
@@ -217,4 +218,32 @@ test("a run's error file holds only that run's stderr; a job never seen running 
   }
   expect([...seen].sort()).toEqual(seen.has(1) ? [1, 4] : [4]);
   expect(fs.readFileSync(path.join(ad.Iwd, 'job.err'), 'utf8')).not.toContain('earlier run');
+}, LONG);
+
+test('killed with -9 while submit_batch is on its way: the repeated submission completes that batch, one BOINC job per HTCondor job', async () => {
+  const stateDir = makeTempDir('boinc-blah-state-');
+  try {
+    const first = await gridmanager(stateDir);
+    const ads = [job('crash 0\n'), job('crash 1\n')];
+    server.clearRpcLog();
+    server.injectFault({ script: 'submit_rpc_handler.php', rpc: 'submit_batch', kind: 'hang' });
+    for (const ad of ads) {
+      const reply = await first.gahp.request(`BLAH_JOB_SUBMIT ${first.gahp.reqId()} ${escapeGahpString(submitAdText(ad))}`);
+      expect(reply).toBe('S');
+    }
+    for (let i = 0; i < 200 && !server.rpcLog().some((e) => e.rpc === 'submit_batch'); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(server.rpcLog().some((e) => e.rpc === 'submit_batch')).toBe(true);
+    await first.gahp.kill('SIGKILL');
+    server.clearFaults();
+    // The gridmanager's new GAHP gets the same submissions again (the same JobDirectory each).
+    const second = await gridmanager(stateDir);
+    const again = await second.submitMany(ads);
+    for (const r of again) expect(r.rc).toBe(0);
+    const batch = nameOf(again[0]!.jobId).replace(/_\d+$/, '');
+    expect(nameOf(again[1]!.jobId).startsWith(batch)).toBe(true);
+    expect(server.jobs(batch).map((j) => j.name).sort()).toEqual(again.map((r) => nameOf(r.jobId)).sort());
+    expect(server.rpcLog().filter((e) => e.rpc === 'create_batch')).toHaveLength(1);
+  } finally {
+    fs.rmSync(stateDir, { recursive: true, force: true });
+  }
 }, LONG);
