@@ -20,7 +20,19 @@ import { EXIT_FAILED, EXIT_USAGE, runOptions, type GahpCliOptions } from './opti
 import { checkProjectUrl, CLI_SETTING, readAuthenticator, UsageError } from '../settings.js';
 
 /** The GAHP on stdio (or the interactive prompt): what runs with no subcommand. */
-async function gahpOrPrompt(opts: GahpCliOptions): Promise<number> {
+async function gahpOrPrompt(given: GahpCliOptions): Promise<number> {
+  let opts = withSiteSettings(given);
+  if (opts !== given) {
+    // Settings of the site that cannot be used must not keep the gridmanager's GAHP from
+    // starting: it starts without a project, and each batch boinc command says why.
+    try {
+      if (opts.projectUrl) checkProjectUrl(opts.projectUrl, "BOINC_GAHP_PROJECT_URL in HTCondor's configuration");
+      if (opts.authenticatorFile) readAuthenticator(opts.authenticatorFile);
+    } catch (err) {
+      process.stderr.write(`boinc-gahp: warning: ${(err as Error).message}; starting without a project\n`);
+      opts = given;
+    }
+  }
   if (opts.projectUrl) checkProjectUrl(opts.projectUrl, CLI_SETTING.url);
   const authenticator = opts.authenticatorFile ? readAuthenticator(opts.authenticatorFile) : undefined;
   if (opts.authenticatorFile && !opts.projectUrl) throw new UsageError('--authenticator-file needs --project-url too');
@@ -39,7 +51,7 @@ export async function main(argv: string[]): Promise<number> {
     // What HTCondor runs needs no commander (gahp-args.ts). Started by the gridmanager (no
     // arguments, stdin a pipe, no project in the environment), the GAHP takes the site's
     // settings from HTCondor's configuration (condor-config.ts).
-    const plain = withSiteSettings(argv.slice(2), plainGahpOptions(argv.slice(2), process.env, Boolean(process.stdin.isTTY)));
+    const plain = plainGahpOptions(argv.slice(2), process.env, Boolean(process.stdin.isTTY));
     if (plain) return await gahpOrPrompt(plain);
     const { runCommandLine } = await import('./program.js');
     return await runCommandLine(argv, gahpOrPrompt, failure);
@@ -49,17 +61,17 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 /**
- * The options of a GAHP on a pipe given no project (what the gridmanager starts for batch
- * boinc): HTCondor's BOINC_GAHP_* settings are put under the environment's (process.env
- * gets them, so every later reader agrees) and the options read again.
+ * A GAHP on a pipe given no project (what the gridmanager starts for batch boinc, whatever
+ * its environment holds): HTCondor's BOINC_GAHP_* settings fill in what the command line
+ * and the environment leave unset (condor-config.ts).
  */
-function withSiteSettings(args: readonly string[], plain: ReturnType<typeof plainGahpOptions>): ReturnType<typeof plainGahpOptions> {
-  if (!plain || plain.projectUrl || process.stdin.isTTY) return plain;
+function withSiteSettings(opts: GahpCliOptions): GahpCliOptions {
+  if (opts.projectUrl || opts.interactive || process.stdin.isTTY) return opts;
   const settings = readCondorSettings(process.env);
-  if (settings.values.size === 0) return plain;
-  const merged = withCondorSettings(process.env, settings, GAHP_ENV_NAMES);
-  for (const name of GAHP_ENV_NAMES) if (merged[name] !== undefined) process.env[name] = merged[name];
-  return plainGahpOptions(args, process.env, false);
+  if (settings.values.size === 0) return opts;
+  const fromCondor = plainGahpOptions([], withCondorSettings({}, settings, GAHP_ENV_NAMES), false) ?? {};
+  const given = Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined));
+  return { ...fromCondor, ...given };
 }
 
 /** Reports a failure on stderr; returns the exit code. */

@@ -69,7 +69,8 @@ async function main(): Promise<number> {
   const caps = [`GRIDMANAGER_MAX_SUBMITTED_JOBS_PER_RESOURCE = ${process.env.SCALE_CAP ?? '20000'}`];
   if (process.env.SCALE_PROBE_RATE) caps.push(`GRIDMANAGER_JOB_PROBE_RATE_BATCH = ${process.env.SCALE_PROBE_RATE}`, `GRIDMANAGER_JOB_PROBE_RATE = ${process.env.SCALE_PROBE_RATE}`);
   const config = route.config.filter((l) => !/^GRIDMANAGER_(MAX_SUBMITTED|JOB_PROBE_RATE)/.test(l));
-  const poolDir = path.join(workDir, 'pool');
+  // The directory names htcondor-check gives each route's pool (the route's log is under it).
+  const poolDir = path.join(workDir, routeName === 'direct' ? 'direct-route' : routeName === 'blahpd' ? 'batch-route' : 'gahp-route');
   fs.mkdirSync(poolDir);
   const pool = new PersonalPool(prefix, poolDir, [...config, ...caps], route.env);
   const say = (line: string) => process.stdout.write(`${line}\n`);
