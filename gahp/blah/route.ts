@@ -4,11 +4,13 @@
  * no process per request.
  *
  * - Submit: each job is checked alone (gahp/blah/job-check.ts; a bad job is refused with
- *   its own reason), then joins the jobs of its app arriving with it: a group waits until
- *   no new job came for GATHER_QUIET_MS (at most GATHER_MAX_MS, or until it holds
- *   GATHER_FULL jobs) and goes to BOINC as one
- *   batch through the GAHP's BOINC_SUBMIT (content-addressed staging, repeat-safe). The
- *   gridmanager keeps up to 50 requests in flight, so a burst of submits becomes a batch.
+ *   its own reason), then joins its app's open batch and is answered at once: the batch is
+ *   on disk with the job in it, so its id is good (joinArrivals). One batch per app goes
+ *   to BOINC at a time, through the GAHP's BOINC_SUBMIT (content-addressed staging,
+ *   repeat-safe); the next one fills meanwhile and goes when that one has settled and no
+ *   job joined for GATHER_QUIET_MS, or it has been open GATHER_MAX_MS: a large cluster
+ *   becomes a few large batches, and the gridmanager (50 requests in flight at most) is
+ *   never paced by BOINC's round trips.
  * - Exactly once: the batch and its jobs' submission keys (the gridmanager's JobDirectory,
  *   saved in the job queue before it sends the submit) are on disk before BOINC_SUBMIT
  *   goes out (store.ts). A submit repeated after a crash of either side gets the job it
@@ -51,12 +53,6 @@ import { BlahStore, type FinalState, type StoredBatch, type StoredJob } from './
 
 const GATHER_QUIET_MS = 250;
 const GATHER_MAX_MS = 2000;
-/**
- * The gridmanager keeps at most GRIDMANAGER_MAX_PENDING_REQUESTS (50) requests in flight
- * and waits for results before it sends more: a group this large will not grow until it
- * is answered, so it goes at once.
- */
-const GATHER_FULL = 50;
 const MAX_BATCH_JOBS = 1000;
 const STATUS_MAX_AGE_MS = 5000;
 /** After a failed refresh, statuses answer from what is known this long before asking again. */
@@ -92,11 +88,20 @@ interface Waiting {
   reject(err: unknown): void;
 }
 
-interface Gathering {
+/**
+ * The submits of one app (and memory bound): the batch being filled (`open`, its jobs
+ * answered as they join it) and the one batch of the group going to BOINC (`inflight`).
+ */
+interface Group {
   app: string;
   memoryMb?: number;
-  waiting: Waiting[];
-  firstAt: number;
+  /** Jobs whose checks are under way. */
+  arriving: Waiting[];
+  open?: StoredBatch;
+  openedAt: number;
+  lastArrival: number;
+  inflight?: Promise<void>;
+  tick?: Promise<void>;
   timer?: NodeJS.Timeout;
 }
 
@@ -115,7 +120,9 @@ export class BlahRoute {
   private refreshFailedAt = 0;
   private refreshError: string | undefined;
   private refreshing: Promise<void> | undefined;
-  private readonly gathering = new Map<string, Gathering>();
+  private readonly groups = new Map<string, Group>();
+  /** Per claimed batch: resolves once its BOINC_SUBMIT settled (submitted or failed). */
+  private readonly settled = new Map<string, { promise: Promise<void>; resolve(): void }>();
   private readonly settling = new Map<string, Promise<void>>();
   private readonly fetchQueue = new PQueue({ concurrency: FETCH_CONCURRENCY });
   private readonly fetching = new Map<string, Promise<void>>();
@@ -154,6 +161,17 @@ export class BlahRoute {
     }
     for (const [job, state] of finals) this.finals.set(job, state);
     this.loaded = true;
+    // Batches a killed GAHP recorded but may not have sent: completed now (repeat-safe).
+    const usable = (() => {
+      try {
+        return this.binding().project.url;
+      } catch {
+        return undefined;
+      }
+    })();
+    for (const b of batches) {
+      if (b.state === 'claimed' && b.projectUrl === usable) void this.settle(b).catch(() => undefined);
+    }
     if (batches.length > 0) this.services.log.info(`batch boinc: ${batches.length} batches and ${finals.size} finished jobs read from ${this.store.dir}`);
     this.housekeepingTimer = setInterval(() => void this.housekeeping(), HOUSEKEEPING_MS);
     this.housekeepingTimer.unref();
@@ -174,7 +192,7 @@ export class BlahRoute {
     this.shutdown.abort();
     if (this.housekeepingTimer) clearInterval(this.housekeepingTimer);
     if (this.abortTimer) clearTimeout(this.abortTimer);
-    for (const g of this.gathering.values()) if (g.timer) clearTimeout(g.timer);
+    for (const g of this.groups.values()) if (g.timer) clearTimeout(g.timer);
     this.fetchQueue.clear();
   }
 
@@ -204,15 +222,14 @@ export class BlahRoute {
     checked.catch(() => undefined); // reported through the ticket
     const group = job.memoryMb ? `${job.app}.m${job.memoryMb}` : job.app;
     return new Promise<string>((resolve, reject) => {
-      let g = this.gathering.get(group);
+      let g = this.groups.get(group);
       if (!g) {
-        g = { app: job.app, waiting: [], firstAt: Date.now(), ...(job.memoryMb ? { memoryMb: job.memoryMb } : {}) };
-        this.gathering.set(group, g);
+        g = { app: job.app, arriving: [], openedAt: 0, lastArrival: 0, ...(job.memoryMb ? { memoryMb: job.memoryMb } : {}) };
+        this.groups.set(group, g);
       }
-      g.waiting.push({ key, job, checked, resolve, reject, ...(identity ? { identity } : {}) });
-      if (g.timer) clearTimeout(g.timer);
-      const wait = g.waiting.length >= GATHER_FULL ? 0 : Math.max(0, Math.min(GATHER_QUIET_MS, g.firstAt + GATHER_MAX_MS - Date.now()));
-      g.timer = setTimeout(() => void this.flush(group), wait);
+      g.arriving.push({ key, job, checked, resolve, reject, ...(identity ? { identity } : {}) });
+      g.lastArrival = Date.now();
+      this.scheduleTick(g);
     });
   }
 
@@ -223,8 +240,9 @@ export class BlahRoute {
     const job = parseOurJobName(name);
     const rec = job && this.batches.get(job.batch);
     if (!job || !rec) return undefined;
-    if (rec.state === 'claimed') await this.settle(rec);
-    if (rec.state !== 'submitted' && rec.state !== 'retired') return undefined;
+    // A claimed batch is recorded and will reach BOINC (this GAHP's pipeline, or the
+    // settling at start-up): its ids are good.
+    if (rec.state === 'failed') return undefined;
     const fin = this.finals.get(name);
     if (fin?.kind === 'cancelled') return undefined;
     this.services.log.info(`batch boinc: submission ${key} repeated: it already is BOINC job ${name}`);
@@ -275,88 +293,123 @@ export class BlahRoute {
   }
 
   /**
-   * The gather window ended: the group goes to BOINC once no job joined it for
-   * GATHER_QUIET_MS (at most GATHER_MAX_MS after its first) and every job's checks are
-   * done. A timer can fire while request lines already read by the kernel wait for the
-   * event loop (the first submit's module loading, a slow check), so before deciding the
-   * lines waiting are read (setImmediate runs after the loop's I/O phase).
+   * Jobs join their group's open batch as soon as their checks are done, and are answered
+   * then: the batch, with each job's submission key, is on disk (store.ts), so the id is
+   * good from that moment (a crash before the batch reaches BOINC is settled by the next
+   * GAHP). Answering at once matters: the gridmanager keeps at most 50 requests in flight
+   * and sends more only as results come, so waiting for BOINC would pace the whole
+   * cluster by BOINC's round trips. A tick runs after the event loop has read what input
+   * waits (setImmediate follows the I/O phase), so a burst joins in one write.
    */
-  private async flush(group: string): Promise<void> {
-    const g = this.gathering.get(group);
-    if (!g) return;
-    g.timer = undefined;
-    const seen = g.waiting.length;
-    await new Promise((r) => setImmediate(r));
-    await Promise.allSettled(g.waiting.map((w) => w.checked));
-    if (g.waiting.length !== seen && g.waiting.length < GATHER_FULL && Date.now() < g.firstAt + GATHER_MAX_MS) {
-      // Jobs joined meanwhile: wait for the group to be quiet again.
-      if (!g.timer) g.timer = setTimeout(() => void this.flush(group), Math.min(GATHER_QUIET_MS, g.firstAt + GATHER_MAX_MS - Date.now()));
-      return;
-    }
-    if (g.timer) clearTimeout(g.timer);
-    this.gathering.delete(group);
-    const outcomes = await Promise.allSettled(g.waiting.map((w) => w.checked));
-    const ready: Array<Waiting & { inputs: Array<{ src: string; dst: string }> }> = [];
+  private scheduleTick(g: Group): void {
+    if (g.tick) return;
+    g.tick = new Promise<void>((r) => setImmediate(r)).then(() => this.joinArrivals(g)).finally(() => {
+      g.tick = undefined;
+      if (g.arriving.length > 0) this.scheduleTick(g);
+      this.maybeClose(g);
+    });
+  }
+
+  private async joinArrivals(g: Group): Promise<void> {
+    const arriving = g.arriving;
+    g.arriving = [];
+    const outcomes = await Promise.allSettled(arriving.map((w) => w.checked));
+    const ready: Array<{ w: Waiting; inputs: Array<{ src: string; dst: string }> }> = [];
     outcomes.forEach((o, i) => {
-      const w = g.waiting[i]!;
+      const w = arriving[i]!;
       if (o.status !== 'fulfilled') return w.reject(o.reason);
       const problem = startErrorFile(w.job);
       if (problem) return w.reject(new SubmitCheckError(problem));
-      ready.push({ ...w, inputs: o.value });
+      ready.push({ w, inputs: o.value });
     });
-    for (let i = 0; i < ready.length; i += MAX_BATCH_JOBS) {
-      await this.submitBatch(g.app, g.memoryMb, ready.slice(i, i + MAX_BATCH_JOBS));
-    }
-  }
-
-  private async submitBatch(app: string, memoryMb: number | undefined, jobs: Array<Waiting & { inputs: Array<{ src: string; dst: string }> }>): Promise<void> {
-    const store = this.ensureLoaded();
+    if (ready.length === 0) return;
     let binding: ProjectBinding;
+    let store: BlahStore;
     try {
       binding = this.binding();
+      store = this.ensureLoaded();
     } catch (err) {
-      for (const w of jobs) w.reject(err);
+      for (const { w } of ready) w.reject(err);
       return;
     }
-    const rec: StoredBatch = {
-      v: 1,
-      batch: newBatchName(app),
-      app,
-      projectUrl: binding.project.url,
-      state: 'claimed',
-      jobs: jobs.map((w): StoredJob => {
-        const j: StoredJob = { key: w.key, iwd: w.job.iwd, args: w.job.args, inputs: w.inputs, outputs: w.job.outputs };
+    while (ready.length > 0) {
+      if (!g.open || g.open.jobs.length >= MAX_BATCH_JOBS) {
+        if (g.open) this.sendOpenBatch(g);
+        g.open = { v: 1, batch: newBatchName(g.app), app: g.app, projectUrl: binding.project.url, state: 'claimed', jobs: [], createdAt: Date.now(), ...(g.memoryMb ? { memoryMb: g.memoryMb } : {}) };
+        g.openedAt = Date.now();
+        let resolve!: () => void;
+        const promise = new Promise<void>((r) => { resolve = r; });
+        this.settled.set(g.open.batch, { promise, resolve });
+        this.batches.set(g.open.batch, g.open);
+      }
+      const rec = g.open;
+      const joining = ready.splice(0, MAX_BATCH_JOBS - rec.jobs.length);
+      const first = rec.jobs.length;
+      for (const { w, inputs } of joining) {
+        const j: StoredJob = { key: w.key, iwd: w.job.iwd, args: w.job.args, inputs, outputs: w.job.outputs };
         if (w.identity) j.identity = w.identity;
         if (w.job.stdout) j.stdout = w.job.stdout;
         if (w.job.stderr) j.stderr = w.job.stderr;
-        return j;
-      }),
-      createdAt: Date.now(),
-      ...(memoryMb ? { memoryMb } : {}),
-    };
-    try {
-      store.saveBatch(rec);
-    } catch (err) {
-      for (const w of jobs) w.reject(new Error(`cannot record the batch in ${store.dir}: ${errorMessage(err)}`));
+        rec.jobs.push(j);
+      }
+      try {
+        store.saveBatch(rec);
+      } catch (err) {
+        rec.jobs.splice(first);
+        for (const { w } of joining) w.reject(new Error(`cannot record the batch in ${store.dir}: ${errorMessage(err)}`));
+        continue;
+      }
+      joining.forEach(({ w }, k) => {
+        const name = boincJobName(rec.batch, first + k);
+        this.byKey.set(w.key, name);
+        w.resolve(name);
+      });
+    }
+  }
+
+  /**
+   * The open batch goes to BOINC when the group's previous batch has settled and either no
+   * job joined for GATHER_QUIET_MS or it has been open GATHER_MAX_MS: while a batch is on
+   * its way, the next one fills, so a large cluster becomes few large batches.
+   */
+  private maybeClose(g: Group): void {
+    if (!g.open || g.inflight || g.tick || g.arriving.length > 0) return;
+    const now = Date.now();
+    const due = Math.min(g.lastArrival + GATHER_QUIET_MS, g.openedAt + GATHER_MAX_MS);
+    if (g.open.jobs.length < MAX_BATCH_JOBS && now < due) {
+      if (g.timer) clearTimeout(g.timer);
+      g.timer = setTimeout(() => { g.timer = undefined; this.maybeClose(g); }, due - now);
       return;
     }
-    this.batches.set(rec.batch, rec);
-    rec.jobs.forEach((j, n) => this.byKey.set(j.key, boincJobName(rec.batch, n)));
-    await this.settle(rec);
-    if (rec.state === 'submitted') {
-      rec.jobs.forEach((_, n) => jobs[n]!.resolve(boincJobName(rec.batch, n)));
-    } else {
-      for (const j of rec.jobs) this.byKey.delete(j.key);
-      const err = new Error(rec.error ?? `BOINC_SUBMIT of batch ${rec.batch} failed`);
-      for (const w of jobs) w.reject(err);
-    }
+    this.sendOpenBatch(g);
+  }
+
+  /** Sends the open batch to BOINC (one BOINC_SUBMIT in flight per group); the next opens on the next arrival. */
+  private sendOpenBatch(g: Group): void {
+    const rec = g.open;
+    if (!rec) return;
+    g.open = undefined;
+    if (g.timer) clearTimeout(g.timer);
+    g.timer = undefined;
+    const previous = g.inflight ?? Promise.resolve();
+    g.inflight = previous.then(() => this.settle(rec)).finally(() => {
+      if (g.inflight === current) g.inflight = undefined;
+      this.maybeClose(g);
+    });
+    const current = g.inflight;
   }
 
   /** Runs (or repeats) BOINC_SUBMIT for a claimed batch; one at a time per batch. */
   private settle(rec: StoredBatch): Promise<void> {
     const running = this.settling.get(rec.batch);
     if (running) return running;
-    const work = this.runSubmit(rec).finally(() => this.settling.delete(rec.batch));
+    const work = this.runSubmit(rec).finally(() => {
+      this.settling.delete(rec.batch);
+      if (rec.state !== 'claimed') {
+        this.settled.get(rec.batch)?.resolve();
+        this.settled.delete(rec.batch);
+      }
+    });
     this.settling.set(rec.batch, work);
     return work;
   }
@@ -402,7 +455,8 @@ export class BlahRoute {
     if (!rec || !stored) throw new Error(`BOINC job ${job.jobName} is not one this GAHP submitted (no record of it in ${this.store!.dir})`);
     const fin = this.finals.get(job.jobName);
     if (fin) return finalAnswer(job, fin);
-    if (rec.state === 'claimed') await this.settle(rec);
+    // On its way to BOINC (recorded, not submitted yet): idle.
+    if (rec.state === 'claimed') return { jobStatus: 1, extra: [] };
     if (rec.state === 'failed') return held(rec.error ?? 'the BOINC submission failed', 0);
     // Submitted since the last refresh, moments ago: nothing worth a query can have happened yet.
     const sinceSubmit = Date.now() - (rec.submittedAt ?? 0);
@@ -625,7 +679,7 @@ export class BlahRoute {
       this.setFinal(job, { kind: 'cancelled', kept: true });
       return;
     }
-    if (rec.state === 'claimed') await this.settle(rec);
+    if (rec.state === 'claimed') await (this.settled.get(rec.batch)?.promise ?? this.settle(rec));
     if (rec.state !== 'submitted') {
       this.setFinal(job, { kind: 'cancelled' });
       return;

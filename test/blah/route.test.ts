@@ -47,6 +47,20 @@ function job(input: string, over: Record<string, string | number | boolean> = {}
 
 const nameOf = (id: string) => id.slice('boinc/'.length);
 
+/**
+ * A submit is answered once the job is recorded, before its batch reaches BOINC (the batch
+ * fills while the gridmanager sends more): waits until the server has these jobs.
+ */
+async function onServer(ids: string[]): Promise<void> {
+  const want = new Set(ids.map(nameOf));
+  for (let i = 0; i < 300; i++) {
+    const have = new Set(server.jobs().map((j) => j.name));
+    if ([...want].every((n) => have.has(n))) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`the server never got ${[...want].filter((n) => !server.jobs().some((j) => j.name === n)).join(', ')}`);
+}
+
 test('BLAH_PING answers 0 when the configured project answers', async () => {
   const g = await gridmanager();
   expect(await g.ping()).toEqual({ rc: 0, message: 'No error' });
@@ -60,12 +74,14 @@ test('submits arriving together share one BOINC batch; idle, running, then compl
   for (const s of subs) expect(s).toMatchObject({ rc: 0, message: 'No error' });
   const ids = subs.map((s) => s.jobId);
   expect(new Set(ids).size).toBe(5);
+  for (const id of ids) expect((await g.status(id)).jobStatus).toBe(1);
+  await onServer(ids);
   expect(server.rpcLog().filter((e) => e.rpc === 'create_batch')).toHaveLength(1);
   const batch = nameOf(ids[0]!).replace(/_\d+$/, '');
   expect(server.jobs(batch).map((j) => j.name).sort()).toEqual(ids.map(nameOf).sort());
   // The arguments reach BOINC as the ad holds them: $HOME is not expanded on the submit host.
-  const onServer = server.jobs(batch).find((j) => j.name === nameOf(ids[0]!))!;
-  expect(onServer.commandLine).toBe('n=0 --dollar=$HOME');
+  const first = server.jobs(batch).find((j) => j.name === nameOf(ids[0]!))!;
+  expect(first.commandLine).toBe('n=0 --dollar=$HOME');
 
   for (const id of ids) expect((await g.status(id)).jobStatus).toBe(1);
   server.advanceAll(batch, 'IN_PROGRESS');
@@ -94,6 +110,7 @@ test('a bad job is refused alone, with its own reason; the others of its burst a
   const creates = server.rpcLog().filter((e) => e.rpc === 'create_batch').length;
   const [a, b, c, d] = await g.submitMany([good, blank, missing, unknownApp]);
   expect(a).toMatchObject({ rc: 0 });
+  await onServer([a!.jobId]);
   expect(b!.rc).toBe(1);
   expect(b!.jobId).toBe('N/A');
   expect(b!.message).toMatch(/argument 1 "hello world"/);
@@ -109,6 +126,7 @@ test('a bad job is refused alone, with its own reason; the others of its burst a
 test('cancel aborts the BOINC job and the status says removed', async () => {
   const g = await gridmanager();
   const { jobId } = await g.submit(job('to cancel\n'));
+  // At once: the cancel waits for the job's batch to reach BOINC, then aborts it.
   expect(await g.cancel(jobId)).toEqual({ rc: 0, message: 'No error' });
   expect((await g.status(jobId)).jobStatus).toBe(3);
   expect(server.jobs().find((j) => j.name === nameOf(jobId))!.aborted).toBe(true);
@@ -117,6 +135,7 @@ test('cancel aborts the BOINC job and the status says removed', async () => {
 test('a job BOINC gave up on is held with what the server reports', async () => {
   const g = await gridmanager();
   const { jobId } = await g.submit(job('boom\n', { Queue: 'failing' }));
+  await onServer([jobId]);
   server.advanceJob(nameOf(jobId), 'ERROR');
   const st = await g.waitStatus(jobId, 5);
   expect(st.jobStatus).toBe(5);
@@ -129,6 +148,7 @@ test('killed with -9 and started again: the ids it gave still resolve, and a rep
     const first = await gridmanager(stateDir);
     const ad = job('once\n');
     const { jobId } = await first.submit(ad);
+    await onServer([jobId]);
     await first.gahp.kill('SIGKILL');
     const second = await gridmanager(stateDir);
     expect((await second.status(jobId)).jobStatus).toBe(1);
@@ -174,7 +194,7 @@ test("started as the gridmanager starts it (no arguments, no BOINC_GAHP_* variab
   expect(fs.readFileSync(args, 'utf8').split('\n')).toEqual(['-dump', '-expanded', '^BOINC_GAHP_', '']);
   const { rc, jobId } = await g.submit(job('from condor config\n'));
   expect(rc).toBe(0);
-  expect(server.jobs().some((j) => j.name === nameOf(jobId))).toBe(true);
+  await onServer([jobId]);
   // A variable in the GAHP's environment comes before HTCondor's configuration.
   const g2 = await BlahGridmanager.start('http://127.0.0.1:1/nothing/', authFile, { env });
   open.push(g2);
@@ -185,6 +205,7 @@ test('outputs that cannot be put in place: held, the BOINC job kept; released (a
   const g = await gridmanager();
   const ad = job('kept\n', { TransferOutputRemaps: 'out = nodir/out.0', JobDirectory: 'home_bl_127.0.0.1_19718_alice_vm_9.0_1796300001' });
   const { jobId } = await g.submit(ad);
+  await onServer([jobId]);
   server.advanceJob(nameOf(jobId), 'DONE');
   const held = await g.waitStatus(jobId, 5, 60_000);
   expect(held.jobStatus).toBe(5);
@@ -208,6 +229,7 @@ test("a run's error file holds only that run's stderr; a job never seen running 
   fs.writeFileSync(path.join(ad.Iwd, 'job.err'), 'stderr of an earlier run\n');
   const { jobId } = await g.submit(ad);
   expect(fs.readFileSync(path.join(ad.Iwd, 'job.err'), 'utf8')).toBe('');
+  await onServer([jobId]);
   server.advanceJob(nameOf(jobId), 'DONE');
   const seen = new Set<number>();
   for (let i = 0; i < 100; i++) {
@@ -241,6 +263,8 @@ test('killed with -9 while submit_batch is on its way: the repeated submission c
     for (const r of again) expect(r.rc).toBe(0);
     const batch = nameOf(again[0]!.jobId).replace(/_\d+$/, '');
     expect(nameOf(again[1]!.jobId).startsWith(batch)).toBe(true);
+    // The new GAHP completes the batch the killed one left (at start-up, without waiting to be asked).
+    await onServer(again.map((r) => r.jobId));
     expect(server.jobs(batch).map((j) => j.name).sort()).toEqual(again.map((r) => nameOf(r.jobId)).sort());
     expect(server.rpcLog().filter((e) => e.rpc === 'create_batch')).toHaveLength(1);
   } finally {

@@ -105,7 +105,11 @@ async function main(): Promise<number> {
     while (onBoinc < jobs) {
       await sleep(1000);
       const batches = BoincProject.batchesCreatedSince(route.stateDir, t0 - 1000);
-      onBoinc = batches.length === 0 ? 0 : (await project.jobsOf(batches)).length;
+      try {
+        onBoinc = batches.length === 0 ? 0 : (await project.jobsOf(batches)).length;
+      } catch {
+        // A batch the ledger records as being created is not on the server yet: ask again.
+      }
       if (Date.now() - t0 > 3600_000) throw new Error(`only ${onBoinc} of ${jobs} jobs reached BOINC in an hour`);
     }
     tOn = Date.now();
