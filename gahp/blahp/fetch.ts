@@ -5,9 +5,9 @@
  * job without a final record it runs the GAHP's BOINC_FETCH_OUTPUT
  * (gahp/commands/fetch-output.ts: outputs staged as hidden temp files and renamed into
  * place together, remaps applied, the job's stderr appended to Err), makes sure Out exists
- * (BOINC has no standard output), and only then writes the job's done record: a status
- * call says 4 only after that. A crash mid-fetch leaves no partial output under a real
- * name; the next worker starts that job again.
+ * (BOINC has no standard output), and only then writes the job's done record (and its
+ * quick status line, quick.ts): a status call says 4 only after that. A crash mid-fetch
+ * leaves no partial output under a real name; the next worker starts that job again.
  *
  * A fetch that fails for a reason other than the transport is tried again on the next
  * rounds; after MAX_ATTEMPTS such failures the job is held with the reason.
@@ -23,9 +23,10 @@ import { resolveUnder } from '../output/staging.js';
 import type { BlahpContext } from './context.js';
 import { jobName, type ParsedJobName } from './names.js';
 import {
-  batchFile, batchFinished, doneFile, erroredRecord, fetchAttemptsFile, finalRecord, heldFile, jobSpecFile, leaseDue, liveBatches,
+  batchFile, batchFinished, erroredRecord, fetchAttemptsFile, finalRecord, jobSpecFile, leaseDue, liveBatches,
   type BatchRecord, type FinalRecord, type JobSpec, type StatusSnapshot,
 } from './records.js';
+import { writeFinalRecord } from './quick.js';
 import { readJson, writeJsonAtomic } from './state.js';
 import { tryLockFile, unlockFile } from '../state-files.js';
 import { sleep } from '../util.js';
@@ -165,7 +166,7 @@ export async function fetchJob(ctx: BlahpContext, job: ParsedJobName): Promise<b
       wallClock: Number(tokens[2] ?? 0),
       cpu: Number(tokens[3] ?? 0),
     };
-    writeJsonAtomic(doneFile(ctx, job), rec);
+    writeFinalRecord(ctx, job, rec);
     fs.rmSync(fetchAttemptsFile(ctx, job), { force: true });
     ctx.log.info(`blahp fetch: ${job.jobName}: outputs in ${spec.iwd} (${Date.now() - t0} ms), exit code ${rec.exitCode}`);
     return true;
@@ -218,7 +219,7 @@ export async function holdFailedJobs(ctx: BlahpContext, batch: string, jobs: Par
       what += stderr;
     }
     const rec = erroredRecord(job, what);
-    writeJsonAtomic(heldFile(ctx, job), rec);
+    writeFinalRecord(ctx, job, rec);
     ctx.log.info(`blahp: held ${job.jobName}: ${rec.reason}`);
   }
   return later;
@@ -244,7 +245,7 @@ async function failedInstanceStderr(ctx: BlahpContext, job: ParsedJobName): Prom
 }
 
 function hold(ctx: BlahpContext, job: ParsedJobName, reason: string): void {
-  writeJsonAtomic(heldFile(ctx, job), { kind: 'held', at: Date.now(), reason, code: 0 } satisfies FinalRecord);
+  writeFinalRecord(ctx, job, { kind: 'held', at: Date.now(), reason, code: 0 });
 }
 
 /** Out exists after the job (empty: a BOINC app has no standard output of its own). */

@@ -18,9 +18,8 @@ import { BlahpConfigError, loadConfig } from './config.js';
 import { openContext, type BlahpContext } from './context.js';
 import { errorLine } from './classad.js';
 import { blahpJobId, jobNameFromId } from './names.js';
-import { cancelledFile } from './records.js';
+import { writeFinalRecord } from './quick.js';
 import { statusLines } from './status.js';
-import { writeJsonAtomic } from './state.js';
 import { errorMessage } from '../util.js';
 import { makeDirs } from '../dirs.js';
 
@@ -168,7 +167,7 @@ async function cancelAction(rest: string[]): Promise<number> {
         try {
           if (!job) throw new Error(`malformed BOINC job id ${rest[i]}`);
           await abortJobsCommand(await ctx.services()).run(await ctx.bound({ jobNames: [job.jobName] }), ctx.handler(`cancel ${job.jobName}`, 25_000));
-          writeJsonAtomic(cancelledFile(ctx, job), { kind: 'cancelled', at: Date.now() });
+          writeFinalRecord(ctx, job, { kind: 'cancelled', at: Date.now() });
           ctx.log.info(`blahp cancel: ${job.jobName}: aborted on BOINC`);
           batches.add(job.batch);
           out += `${prefix} 0 No\\ error\n`;

@@ -1,6 +1,7 @@
 /**
  * Refreshing the shared status snapshot (status.ts): one BOINC_QUERY_BATCHES over every
- * live batch, then the background worker started when it has work. Loaded only by the status call that holds `status.lock` (the others never load
+ * live batch, the quick status lines boinc_status.sh answers from by itself (quick.ts),
+ * then the background worker started when it has work. Loaded only by the status call that holds `status.lock` (the others never load
  * the RPC stack).
  */
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
@@ -9,6 +10,7 @@ import type { BlahpContext } from './context.js';
 import type { ParsedJobName } from './names.js';
 import { writeJsonAtomic } from './state.js';
 import { batchFile, batchFinished, ensureFetcher, finalRecord, leaseDue, liveBatches, type BatchRecord, type StatusSnapshot } from './records.js';
+import { dropStamp, writeSnapshotLines, writeStamp, type SnapshotLines } from './quick.js';
 
 /** One BOINC_QUERY_BATCHES over every live batch (and `also`); writes and returns the snapshot. */
 export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined, also: string, budgetMs: number): Promise<StatusSnapshot | undefined> {
@@ -37,6 +39,8 @@ export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined
     const failed: StatusSnapshot = old
       ? { ...old, failedAt: Date.now(), error: msg }
       : { v: 1, projectUrl: ctx.cfg.projectUrl, fetchedAt: 0, serverTime: '0', batches: {}, gone: [], failedAt: Date.now(), error: msg };
+    // With an old snapshot kept, its stamp stays right (same fetchedAt, same jobs); without one, a stamp left would name what is no longer there.
+    if (!old) dropStamp(ctx);
     writeJsonAtomic(ctx.cfg.paths.statusSnapshot, failed);
     return old;
   }
@@ -54,8 +58,24 @@ export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined
       snap.batches[name] = jobs;
     }
   }
+  // The quick lines (quick.ts): the stamp goes down first, so no script trusts a line while
+  // they change, and comes back only once status.json says the same.
+  let quick: SnapshotLines | undefined;
+  try {
+    quick = writeSnapshotLines(ctx, old, snap);
+  } catch (err) {
+    ctx.log.warn(`blahp status: quick status lines not written (status calls start node until a refresh writes them): ${(err as Error).message}`);
+  }
   writeJsonAtomic(ctx.cfg.paths.statusSnapshot, snap);
-  ctx.log.debug(`blahp status: snapshot of ${names.length} batches (${gone.length} gone)`);
+  if (quick) {
+    try {
+      writeStamp(ctx, snap, quick.epoch);
+    } catch (err) {
+      ctx.log.warn(`blahp status: ${ctx.cfg.paths.statusStamp} not written: ${(err as Error).message}`);
+    }
+  }
+  const lines = quick ? `${quick.full ? 'all ' : ''}${quick.written} quick status lines written, ${quick.removed} removed` : 'no quick status lines';
+  ctx.log.debug(`blahp status: snapshot of ${names.length} batches (${gone.length} gone), ${lines}`);
   await chores(ctx, snap, live).catch((err) => ctx.log.warn(`blahp status: chores failed: ${(err as Error).message}`));
   return snap;
 }

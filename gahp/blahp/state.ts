@@ -19,6 +19,8 @@ export interface BlahpPaths {
   claims: string;
   templates: string;
   statusSnapshot: string;
+  /** Names the snapshot whose quick status lines are valid (quick.ts). */
+  statusStamp: string;
   statusLock: string;
   fetchLock: string;
 }
@@ -33,6 +35,7 @@ export function blahpPaths(stateDir: string): BlahpPaths {
     claims: path.join(root, 'claims'),
     templates: path.join(root, 'templates'),
     statusSnapshot: path.join(root, 'status.json'),
+    statusStamp: path.join(root, 'status.stamp'),
     statusLock: path.join(root, 'status.lock'),
     fetchLock: path.join(root, 'fetch.lock'),
   };

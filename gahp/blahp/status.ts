@@ -10,18 +10,24 @@
  * the last snapshot. Final states are kept per job (`jobs/<batch>/<n>.done.json` and
  * friends) and answer without any snapshot.
  *
+ * Most calls never reach this code: boinc_status.sh prints the answer itself when it is
+ * already known (quick.ts: an idle or running job of a fresh snapshot, a final state). Node
+ * is started for the rest: no fresh snapshot, a DONE or ERROR job still to fetch, an id that
+ * is not one of ours.
+ *
  * States: UNSENT 1; IN_PROGRESS 2; DONE 2 until the outputs are in place, then 4 with the
  * exit code and times; cancelled through boinc_cancel.sh 3; ERROR (BOINC gave up: all
  * instances failed, or the job was aborted on the server) 2 until the background worker
  * has asked for its details, then 5 with the reason.
  */
 import type { BlahpContext } from './context.js';
-import { errorLine, statusLine, type AdValue } from './classad.js';
-import { jobNameFromId, type ParsedJobName } from './names.js';
-import { readJson, writeJsonAtomic } from './state.js';
+import { errorLine, statusLine } from './classad.js';
+import { jobNameFromId } from './names.js';
+import { readJson } from './state.js';
 import { tryLockFile, unlockFile } from '../state-files.js';
 import { sleep } from '../util.js';
-import { ensureFetcher, finalRecord, heldFile, type FinalRecord, type StatusSnapshot } from './records.js';
+import { ensureFetcher, finalRecord, type FinalRecord, type StatusSnapshot } from './records.js';
+import { ensureFinalLine, finalLine, snapshotState, writeFinalRecord } from './quick.js';
 
 /** After a failed refresh, calls answer from the old snapshot this long before trying again. */
 const RETRY_AFTER_FAILURE_MS = 5000;
@@ -52,26 +58,28 @@ async function statusOf(ctx: BlahpContext, id: string): Promise<string> {
   const job = jobNameFromId(id);
   if (!job) return errorLine(`malformed BOINC job id ${id}`);
   const fin = finalRecord(ctx, job);
-  if (fin) return finalLine(job, fin);
+  if (fin) {
+    // The script answers the next call itself (a record from before quick lines existed, or a crash before its line).
+    ensureFinalLine(ctx, job, fin);
+    return finalLine(job, fin);
+  }
 
   const snap = await snapshotFor(ctx, job.batch);
   if (!snap) return errorLine(`no status of ${job.jobName} yet: the BOINC server could not be asked`);
   if (snap.gone.includes(job.batch)) {
     const rec: FinalRecord = { kind: 'held', at: Date.now(), reason: `the BOINC server no longer has batch ${job.batch} (its lease ran out, or it was retired or deleted)`, code: 0 };
-    writeJsonAtomic(heldFile(ctx, job), rec);
-    return finalLine(job, rec);
+    writeFinalRecord(ctx, job, rec);
+    return finalLine(job, finalRecord(ctx, job) ?? rec);
   }
   const jobs = snap.batches[job.batch];
   const status = jobs?.[job.jobName];
   // Not covered: the server could not be asked (the snapshot says why) in time.
   if (jobs === undefined) return errorLine(`no status of ${job.jobName} now: ${snap.error ?? 'the BOINC server was not asked in time'}`);
   if (status === undefined) return errorLine(`job ${job.jobName} is not in BOINC batch ${job.batch}`);
+  // Idle and running: the same line the refresh wrote for the script (quick.ts).
+  const state = snapshotState(status);
+  if (state !== undefined) return statusLine(job.jobName, state);
   switch (status) {
-    case 'NOT_STARTED':
-    case 'UNSENT':
-      return statusLine(job.jobName, 1);
-    case 'IN_PROGRESS':
-      return statusLine(job.jobName, 2);
     case 'DONE':
     case 'ERROR': {
       // Outputs (or what the server reports of a failed job) first: the final state only once they are in place.
@@ -86,19 +94,6 @@ async function statusOf(ctx: BlahpContext, id: string): Promise<string> {
     }
     default:
       return errorLine(`job ${job.jobName} has BOINC status ${status}, unknown here`);
-  }
-}
-
-export function finalLine(job: ParsedJobName, rec: FinalRecord): string {
-  switch (rec.kind) {
-    case 'done': {
-      const extra: Array<[string, AdValue]> = [['ExitCode', rec.exitCode], ['RemoteWallClockTime', rec.wallClock], ['RemoteUserCpu', rec.cpu]];
-      return statusLine(job.jobName, 4, extra);
-    }
-    case 'cancelled':
-      return statusLine(job.jobName, 3);
-    case 'held':
-      return statusLine(job.jobName, 5, [['HoldReason', rec.reason], ['HoldReasonCode', rec.code], ['HoldReasonSubCode', 0]]);
   }
 }
 

@@ -37,7 +37,8 @@ import { jobName, newBatchName, newSubmitKey, type ParsedJobName } from './names
 import { ensureDir, exists, readJson, writeJsonAtomic } from './state.js';
 import { tryLockFile, unlockFile } from '../state-files.js';
 import { pidAlive, sleep, errorMessage } from '../util.js';
-import { batchFile, cancelledFile, jobSpecFile, type BatchRecord, type Claim, type FinalRecord, type JobSpec } from './records.js';
+import { batchFile, jobSpecFile, type BatchRecord, type Claim, type JobSpec } from './records.js';
+import { writeFinalRecord } from './quick.js';
 import { BlahpUsageError, inputPaths, outputSpecs, parseSubmitArgv, readListFile, show } from './submit-args.js';
 
 /** Template answers are reused this long (an app's templates rarely change). */
@@ -264,7 +265,7 @@ async function abortOrphans(ctx: BlahpContext, jobs: ParsedJobName[]): Promise<v
   const names = jobs.map((j) => j.jobName);
   try {
     await abortJobsCommand(await ctx.services()).run(await ctx.bound({ jobNames: names }), ctx.handler('abort orphans', ctx.cfg.rpcTimeoutMs * 2));
-    for (const j of jobs) writeJsonAtomic(cancelledFile(ctx, j), { kind: 'cancelled', at: Date.now() } satisfies FinalRecord);
+    for (const j of jobs) writeFinalRecord(ctx, j, { kind: 'cancelled', at: Date.now() });
     ctx.log.warn(`blahp submit: aborted ${names.length} jobs whose submit calls had ended: ${names.slice(0, 5).join(', ')}`);
   } catch (err) {
     ctx.log.error(`blahp submit: aborting jobs whose submit calls had ended failed: ${(err as Error).message}`);

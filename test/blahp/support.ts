@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import { startTestServer, type ExtendedTestBoincServer, type ExtendedTestServerOptions } from '../../fixtures/test-server/index.js';
 import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
 import { Blahpd, stopBlahpFetcher } from '../support/blahpd.js';
+import { install } from '../../gahp/blahp-scripts.js';
 
 export interface BlahpEnv {
   server: ExtendedTestBoincServer;
@@ -22,6 +23,11 @@ export interface BlahpEnv {
   env: NodeJS.ProcessEnv;
   /** Rewrites blah.config: the defaults, then these lines. */
   config(extra?: Record<string, string>): void;
+  /**
+   * How many node processes the scripts have started for this action so far (with
+   * `countNodeStarts` only; the background worker, which node itself starts, is not counted).
+   */
+  nodeStarts(action?: string): number;
   close(): Promise<void>;
 }
 
@@ -29,10 +35,10 @@ export interface BlahpEnv {
  * The BlahpEnv of a test file: started before its tests (with startBlahpEnv's arguments),
  * closed after them. The returned function gives it to the tests.
  */
-export function blahpEnvForFile(serverOpts: ExtendedTestServerOptions = {}, extra: Record<string, string> = {}, startTimeoutMs = 120_000): () => BlahpEnv {
+export function blahpEnvForFile(serverOpts: ExtendedTestServerOptions = {}, extra: Record<string, string> = {}, startTimeoutMs = 120_000, opts: BlahpEnvOptions = {}): () => BlahpEnv {
   let env: BlahpEnv | undefined;
   beforeAll(async () => {
-    env = await startBlahpEnv(serverOpts, extra);
+    env = await startBlahpEnv(serverOpts, extra, opts);
   }, startTimeoutMs);
   afterAll(async () => {
     await env?.close();
@@ -43,7 +49,16 @@ export function blahpEnvForFile(serverOpts: ExtendedTestServerOptions = {}, extr
   };
 }
 
-export async function startBlahpEnv(serverOpts: ExtendedTestServerOptions = {}, extra: Record<string, string> = {}): Promise<BlahpEnv> {
+export interface BlahpEnvOptions {
+  /**
+   * Install the scripts with a stand-in for node that appends its action (`status`,
+   * `submit`, ...) to a file, then execs the real node: `nodeStarts()` counts the node
+   * processes the scripts started, whatever they did after (they need not log anything).
+   */
+  countNodeStarts?: boolean;
+}
+
+export async function startBlahpEnv(serverOpts: ExtendedTestServerOptions = {}, extra: Record<string, string> = {}, opts: BlahpEnvOptions = {}): Promise<BlahpEnv> {
   const server = await startTestServer(serverOpts);
   const dir = makeTempDir('boinc-blahp-');
   const libexec = path.join(dir, 'libexec');
@@ -53,6 +68,13 @@ export async function startBlahpEnv(serverOpts: ExtendedTestServerOptions = {}, 
   fs.mkdirSync(tmp);
   const inst = spawnSync(process.execPath, [GAHP_BIN, 'blahp', 'install', libexec], { encoding: 'utf8' });
   if (inst.status !== 0) throw new Error(`install failed: ${inst.stderr}`);
+  const startsFile = path.join(dir, 'node-starts');
+  if (opts.countNodeStarts) {
+    // argv of the exec: <entry> blahp <action> ...; the line is appended in one write.
+    const wrapper = path.join(dir, 'node-wrapper');
+    fs.writeFileSync(wrapper, `#!/bin/bash\nprintf '%s\\n' "$3" >>'${startsFile}'\nexec '${process.execPath}' "$@"\n`, { mode: 0o755 });
+    install(libexec, { force: true, node: wrapper, entry: GAHP_BIN });
+  }
   // What blahp's loader does, reduced to what matters here: source the config file.
   fs.writeFileSync(path.join(libexec, 'blah_load_config.sh'), '. "$BLAHPD_CONFIG_LOCATION"\n');
   const authFile = path.join(dir, 'auth');
@@ -85,6 +107,16 @@ export async function startBlahpEnv(serverOpts: ExtendedTestServerOptions = {}, 
     stateDir,
     env,
     config,
+    nodeStarts(action = 'status') {
+      if (!opts.countNodeStarts) throw new Error('startBlahpEnv without countNodeStarts');
+      let text = '';
+      try {
+        text = fs.readFileSync(startsFile, 'utf8');
+      } catch {
+        // none yet
+      }
+      return text.split('\n').filter((l) => l === action).length;
+    },
     async close() {
       await server.close();
       // A status call may have started the detached background worker (`blahp fetch`),
