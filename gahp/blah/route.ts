@@ -61,7 +61,8 @@ const STATUS_MAX_AGE_MS = 5000;
 const RETRY_AFTER_FAILURE_MS = 5000;
 /** How long a status of a DONE job waits for its outputs before answering "running". */
 const WAIT_FOR_FETCH_MS = 2000;
-const FETCH_CONCURRENCY = 8;
+/** Fetches at once; each is two RPCs, which the project's RPC client bounds again (--concurrency). */
+const FETCH_CONCURRENCY = 16;
 const MAX_FETCH_ATTEMPTS = 3;
 const TEMPLATE_MAX_AGE_MS = 5 * 60_000;
 const HOUSEKEEPING_MS = 60_000;

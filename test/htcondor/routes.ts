@@ -108,6 +108,7 @@ export function directBatchRoute(ctx: RouteContext): Route {
       'BOINC_GAHP_LOG_LEVEL = debug',
       'GRIDMANAGER_MAX_SUBMITTED_JOBS_PER_RESOURCE = 20000',
       'GRIDMANAGER_JOB_PROBE_RATE_BATCH = 1000',
+      'BOINC_GAHP_CONCURRENCY = 16',
       'JOB_ROUTER_ROUTE_NAMES = BOINC',
       'JOB_ROUTER_ROUTE_BOINC @=jrt',
       '  REQUIREMENTS WantBOINC =?= true',

@@ -8,7 +8,8 @@
  * output `out`), SCALE_COMPLETE_CMD (a program completing every unfinished job of the
  * batches whose names match its one argument, an SQL LIKE pattern: BOINC's real server's
  * complete_batches.py), SCALE_CAP (GRIDMANAGER_MAX_SUBMITTED_JOBS_PER_RESOURCE, default
- * 20000), SCALE_PROBE_RATE (GRIDMANAGER_JOB_PROBE_RATE_BATCH; unset: HTCondor's default).
+ * 20000), SCALE_PROBE_RATE (GRIDMANAGER_JOB_PROBE_RATE_BATCH; unset: HTCondor's default),
+ * SCALE_EXTRA_CONFIG (more configuration lines, `;`-separated).
  *
  * What it does: a personal pool set up for the route as htcondor-check sets it up
  * (routes.ts), N jobs in one cluster, a directory per job, one shared input; it times
@@ -69,6 +70,8 @@ async function main(): Promise<number> {
   const caps = [`GRIDMANAGER_MAX_SUBMITTED_JOBS_PER_RESOURCE = ${process.env.SCALE_CAP ?? '20000'}`];
   if (process.env.SCALE_PROBE_RATE) caps.push(`GRIDMANAGER_JOB_PROBE_RATE_BATCH = ${process.env.SCALE_PROBE_RATE}`, `GRIDMANAGER_JOB_PROBE_RATE = ${process.env.SCALE_PROBE_RATE}`);
   const config = route.config.filter((l) => !/^GRIDMANAGER_(MAX_SUBMITTED|JOB_PROBE_RATE)/.test(l));
+  // More configuration lines for the pool, `;`-separated (e.g. BOINC_GAHP_CONCURRENCY = 16).
+  for (const line of (process.env.SCALE_EXTRA_CONFIG ?? '').split(';')) if (line.trim()) config.push(line.trim());
   // The directory names htcondor-check gives each route's pool (the route's log is under it).
   const poolDir = path.join(workDir, routeName === 'direct' ? 'direct-route' : routeName === 'blahpd' ? 'batch-route' : 'gahp-route');
   fs.mkdirSync(poolDir);
