@@ -37,17 +37,36 @@ interface Sampler {
   maxLoad: number;
   maxProcs: number;
   maxNode: number;
+  /** CPU seconds of the pool's node processes (the GAHP, or the scripts), by pid, last seen. */
+  nodeCpu: Map<number, number>;
+  /** ... and of the gridmanager. */
+  gridmanagerCpu: Map<number, number>;
   stop(): void;
+}
+
+/** utime + stime of a process, in seconds (undefined when it is gone). */
+function cpuSeconds(pid: number): number | undefined {
+  try {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Every second: the 1-minute load average and the pool's processes (node ones apart). */
 function sample(pool: PersonalPool): Sampler {
-  const s: Sampler = { maxLoad: 0, maxProcs: 0, maxNode: 0, stop: () => clearInterval(timer) };
+  const s: Sampler = { maxLoad: 0, maxProcs: 0, maxNode: 0, nodeCpu: new Map(), gridmanagerCpu: new Map(), stop: () => clearInterval(timer) };
   const timer = setInterval(() => {
     s.maxLoad = Math.max(s.maxLoad, os.loadavg()[0]!);
     const procs = pool.processes();
     s.maxProcs = Math.max(s.maxProcs, procs.length);
     s.maxNode = Math.max(s.maxNode, procs.filter((p) => p.name === 'node').length);
+    for (const p of procs) {
+      const map = p.name === 'node' ? s.nodeCpu : p.name === 'condor_gridmanager' ? s.gridmanagerCpu : undefined;
+      const cpu = map && cpuSeconds(p.pid);
+      if (map && cpu !== undefined) map.set(p.pid, cpu);
+    }
   }, 1000);
   return s;
 }
@@ -138,8 +157,11 @@ async function main(): Promise<number> {
     }
     const drain = (tEmpty - tDone) / 1000;
     say(`  queue empty ${drain.toFixed(1)} s after the completions (${(jobs / drain).toFixed(1)} jobs/s); ${right} of ${jobs} outputs right`);
-    say(`  submit host: load average up to ${sampler.maxLoad.toFixed(1)}, up to ${sampler.maxProcs} pool processes (${sampler.maxNode} node)`);
-    say(`RESULT route=${route.name} jobs=${jobs} on_boinc_s=${((tOn - t0) / 1000).toFixed(1)} drain_s=${drain.toFixed(1)} outputs_right=${right} max_load=${sampler.maxLoad.toFixed(1)} max_procs=${sampler.maxProcs} max_node=${sampler.maxNode} batches=${batchesOf.length}`);
+    const sum = (m: Map<number, number>) => [...m.values()].reduce((a, b) => a + b, 0);
+    const nodeCpu = sum(sampler.nodeCpu);
+    const gmCpu = sum(sampler.gridmanagerCpu);
+    say(`  submit host: load average up to ${sampler.maxLoad.toFixed(1)} (the whole machine), up to ${sampler.maxProcs} pool processes (${sampler.maxNode} node); CPU: node processes ${nodeCpu.toFixed(1)} s (${sampler.nodeCpu.size} processes), gridmanager ${gmCpu.toFixed(1)} s`);
+    say(`RESULT route=${route.name} jobs=${jobs} on_boinc_s=${((tOn - t0) / 1000).toFixed(1)} drain_s=${drain.toFixed(1)} outputs_right=${right} max_load=${sampler.maxLoad.toFixed(1)} max_procs=${sampler.maxProcs} max_node=${sampler.maxNode} node_cpu_s=${nodeCpu.toFixed(1)} node_processes=${sampler.nodeCpu.size} gridmanager_cpu_s=${gmCpu.toFixed(1)} batches=${batchesOf.length}`);
     return right === jobs ? 0 : 1;
   } finally {
     await pool.stop();
