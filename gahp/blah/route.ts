@@ -29,6 +29,7 @@
  */
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import PQueue from 'p-queue';
 import type { AppTemplates } from '../../boinc-rpc/types.js';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
@@ -43,7 +44,6 @@ import { retireBatchCommand } from '../commands/retire-batch.js';
 import { setLeaseCommand } from '../commands/set-lease.js';
 import { pingCommand } from '../commands/ping.js';
 import type { FetchOutputRequest } from '../commands/fetch-output-args.js';
-import { resolveUnder } from '../output/staging.js';
 import { errorMessage } from '../util.js';
 import { jobName as boincJobName, newBatchName, newSubmitKey, type ParsedJobName } from '../blahp/names.js';
 import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
@@ -798,6 +798,12 @@ function finalAnswer(_job: ParsedJobName, f: FinalState): JobStatusAnswer {
     case 'held':
       return held(f.reason, f.code);
   }
+}
+
+/** A job's file name as HTCondor means it: relative to its Iwd unless absolute. (The output
+ * modules load with the first fetch: commands/index.ts.) */
+function resolveUnder(iwd: string, p: string): string {
+  return path.isAbsolute(p) ? p : path.join(iwd, p);
 }
 
 /**

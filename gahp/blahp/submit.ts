@@ -23,6 +23,7 @@
  * as cancelled) when its batch was already settled. A waiting call writes a progress line
  * to stderr every 10 s, so blahpd's 30 s silence limit does not hit a long submit.
  */
+import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { AppTemplates } from '../../boinc-rpc/types.js';
@@ -37,7 +38,7 @@ import { jobName, newBatchName, newSubmitKey, type ParsedJobName } from './names
 import { ensureDir, exists, readJson, writeJsonAtomic } from './state.js';
 import { tryLockFile, unlockFile } from '../state-files.js';
 import { pidAlive, sleep, errorMessage } from '../util.js';
-import { batchFile, jobSpecFile, type BatchRecord, type Claim, type JobSpec } from './records.js';
+import { batchFile, cancelledFile, jobSpecFile, type BatchRecord, type Claim, type JobSpec } from './records.js';
 import { writeFinalRecord } from './quick.js';
 import { BlahpUsageError, inputPaths, outputSpecs, parseSubmitArgv, readListFile, show } from './submit-args.js';
 
@@ -81,7 +82,10 @@ export async function prepareJob(ctx: BlahpContext, argv: readonly string[]): Pr
   const outputs = outList ? outputSpecs(readListFile(outList, 'output file'), remapList ? readListFile(remapList, 'output remap') : undefined) : null;
   const { inputs } = await checkJob({ app, iwd, cmd, args, inputPaths: paths, outputs }, (a) => appTemplates(ctx, a));
 
-  const key = newSubmitKey();
+  // The gridmanager's sandbox id (-D, its JobDirectory) is the same for every repeat of one
+  // submission: after blahpd or the gridmanager died, the repeat finds the job it has.
+  const jobDir = values.get('D')?.trim();
+  const key = jobDir ? `jd-${crypto.createHash('sha256').update(`${ctx.cfg.projectUrl}\0${jobDir}`).digest('hex').slice(0, 32)}` : newSubmitKey();
   const spec: JobSpec = {
     v: 1,
     key,
@@ -124,6 +128,19 @@ async function appTemplates(ctx: BlahpContext, app: string): Promise<AppTemplate
 export async function submitJob(ctx: BlahpContext, argv: readonly string[], progress: (line: string) => void): Promise<string> {
   const spec = await prepareJob(ctx, argv);
   const { paths } = ctx.cfg;
+  const claim = readJson<Claim>(path.join(paths.claims, spec.key));
+  if (claim) {
+    const rec = readJson<BatchRecord>(batchFile(ctx, claim.batch));
+    const job = { jobName: jobName(claim.batch, claim.n), batch: claim.batch, n: claim.n };
+    if ((rec?.state === 'submitted' || rec?.state === 'retired') && !exists(cancelledFile(ctx, job))) {
+      ctx.log.info(`blahp submit ${spec.key}: repeated; it already is BOINC job ${job.jobName}`);
+      return job.jobName;
+    }
+    // Its batch still on its way (a leader that died: the next one settles it): wait for it.
+    if (rec?.state === 'claimed') return waitForBatch(ctx, spec);
+    // Failed or cancelled: this repeat is a new job.
+    spec.key = newSubmitKey();
+  }
   ensureDir(path.join(paths.pending, spec.group));
   ensureDir(paths.claims);
   ensureDir(paths.batches);

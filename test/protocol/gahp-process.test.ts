@@ -10,8 +10,11 @@ import { startStubServer, type StubServer } from '../support/stub-http.js';
 
 const BANNER = '$GahpVersion: 1.0.0 Dec 02 2026 boinc-gahp $';
 const CONDOR_VERSION_REPLY = 'S $GahpVersion:\\ 1.0.0\\ Dec\\ 02\\ 2026\\ boinc-gahp\\ $';
-/** The COMMANDS reply a gridmanager session gets (docs/gahp-protocol.md): the final list, exactly. */
-const ALL_COMMANDS = 'S ASYNC_MODE_OFF ASYNC_MODE_ON BOINC_ABORT_JOBS BOINC_FETCH_OUTPUT BOINC_PING BOINC_QUERY_BATCHES BOINC_RETIRE_BATCH BOINC_SELECT_PROJECT BOINC_SET_LEASE BOINC_SUBMIT COMMANDS CONDOR_VERSION QUIT RESPONSE_PREFIX RESULTS VERSION';
+/**
+ * The COMMANDS reply a gridmanager session gets (docs/gahp-protocol.md): the session
+ * example's 16 words and the BLAH commands of batch boinc (docs/blah-route.md), sorted.
+ */
+const ALL_COMMANDS = 'S ASYNC_MODE_OFF ASYNC_MODE_ON BLAH_JOB_CANCEL BLAH_JOB_REFRESH_PROXY BLAH_JOB_STATUS BLAH_JOB_SUBMIT BLAH_PING BOINC_ABORT_JOBS BOINC_FETCH_OUTPUT BOINC_PING BOINC_QUERY_BATCHES BOINC_RETIRE_BATCH BOINC_SELECT_PROJECT BOINC_SET_LEASE BOINC_SUBMIT COMMANDS CONDOR_VERSION QUIT RESPONSE_PREFIX RESULTS VERSION';
 const ALL_WORDS = ALL_COMMANDS.split(' ').slice(1);
 
 /** Every command exists: the reply is the session example's list, word for word. */
@@ -74,11 +77,11 @@ describe('the real GAHP over pipes', () => {
     }
   });
 
-  test('the COMMANDS list is exactly the 16 words of the session example, sorted, each once', async () => {
+  test('the COMMANDS list is exactly the 16 words of the session example and the 5 BLAH commands, sorted, each once', async () => {
     const g = await GahpProcess.start();
     try {
       const reply = await g.request('COMMANDS');
-      expect(ALL_WORDS).toHaveLength(16);
+      expect(ALL_WORDS).toHaveLength(21);
       expect(ALL_WORDS).toEqual([...new Set(ALL_WORDS)].sort());
       expect(reply.split(' ').slice(1)).toEqual(ALL_WORDS);
       expect(reply).toBe(ALL_COMMANDS);

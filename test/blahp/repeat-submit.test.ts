@@ -1,0 +1,25 @@
+/**
+ * A submission blahpd repeats gets the job it already has: after blahpd died (seen with
+ * HTCondor 25.14: blahpd aborted with heap corruption in a 200-job cluster, and the
+ * gridmanager sent the 57 submits it had in flight again), the same job directory (-D,
+ * the gridmanager's sandbox id) must not make a second BOINC job.
+ */
+import { jobDir, nameOf, blahpEnvForFile } from './support.js';
+
+const env = blahpEnvForFile();
+
+test('the same JobDirectory submitted twice: one BOINC job, the same id; another JobDirectory: a new job', async () => {
+  const iwd = jobDir(env(), 'repeat', 'once\n');
+  const job = { Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, TransferInput: 'in', TransferOutput: 'out', JobDirectory: 'home_bl_127.0.0.1_9618_alice_vm_3.0_1796300184' };
+  const first = await env().blahpd.submit(job);
+  expect(first.problem).toBeUndefined();
+  const jobsBefore = env().server.jobs().length;
+  const again = await env().blahpd.submit(job);
+  expect(again.problem).toBeUndefined();
+  expect(again.jobId).toBe(first.jobId);
+  expect(env().server.jobs().length).toBe(jobsBefore);
+  expect(env().server.jobs().filter((j) => j.name === nameOf(first.jobId!))).toHaveLength(1);
+  const other = await env().blahpd.submit({ ...job, JobDirectory: 'home_bl_127.0.0.1_9618_alice_vm_3.1_1796300184' });
+  expect(other.jobId).not.toBe(first.jobId);
+  expect(env().server.jobs().length).toBe(jobsBefore + 1);
+}, 120_000);
