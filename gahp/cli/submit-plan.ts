@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { parseSubmitDescription, SubmitFileError, type SubmitDescription, type SubmitProc } from './submit-file.js';
+import { fetchOutputSpec, parseSubmitDescription, SubmitFileError, type SubmitDescription, type SubmitProc } from './submit-file.js';
 import type { GlobalOptions } from './options.js';
 import { CLI_SETTING, defaultStateDir, UsageError } from '../settings.js';
 import { unusableStateDir } from '../state-dir.js';
@@ -91,7 +91,13 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean)
   for (const note of desc.notes) process.stderr.write(`note: ${note}\n`);
   if (desc.procs.length === 0) throw new SubmitFileError(file, 1, 'the queue statements make no jobs');
   const project = projectOfFile(g, file, desc);
-  checkJobFiles(file, desc);
+  try {
+    checkJobFiles(file, desc);
+  } catch (err) {
+    // A resumed cluster's results wait on the server: say so, or a person may give them up.
+    if (!(err instanceof SubmitFileError) || !known?.submitted.length) throw err;
+    throw new SubmitFileError(file, err.line, `${err.detail}; the cluster's results stay on the server until fetched: fix this and run the same command again`);
+  }
 
   const rec = known ?? (await store.take(key, fresh, (cluster, createdAt) => {
     const batches: Record<string, string> = {};
@@ -139,5 +145,38 @@ function checkJobFiles(file: string, desc: SubmitDescription): void {
       if (!st) throw new SubmitFileError(file, p.queueLine, `job ${p.proc}: input file ${i.src} does not exist`);
       if (!st.isFile()) throw new SubmitFileError(file, p.queueLine, `job ${p.proc}: input ${i.src} is not a regular file`);
     }
+    for (const dest of outputFiles(p)) {
+      const why = unwritableDir(path.dirname(dest)) ?? (fs.statSync(dest, { throwIfNoEntry: false })?.isDirectory() ? 'it is a directory' : undefined);
+      if (why !== undefined) throw new SubmitFileError(file, p.queueLine, `job ${p.proc}: its output ${dest} could not be written: ${why}`);
+    }
+    // ALL: the outputs go into the iwd under the app's names.
+    const why = fetchOutputSpec(p).mode === 'ALL' ? unwritableDir(p.iwd) : undefined;
+    if (why !== undefined) throw new SubmitFileError(file, p.queueLine, `job ${p.proc}: its outputs could not be written: ${why}`);
   }
+}
+
+/**
+ * The files a job's fetch writes (fetchOutputSpec's destinations and its stderr, under the
+ * iwd), so that one that cannot be written is refused before the job runs instead of
+ * failing its fetch after.
+ */
+function outputFiles(p: SubmitProc): string[] {
+  const spec = fetchOutputSpec(p);
+  const under = (d: string) => (path.isAbsolute(d) ? d : path.join(p.iwd, d));
+  const files = spec.specs.map(([, dst]) => under(dst));
+  if (spec.stderrPath !== '/dev/null') files.push(under(spec.stderrPath));
+  return files;
+}
+
+/** Why files cannot be written into `dir` (missing, not a directory, not writable), or undefined. */
+function unwritableDir(dir: string): string | undefined {
+  const st = fs.statSync(dir, { throwIfNoEntry: false });
+  if (!st) return `the directory ${dir} does not exist`;
+  if (!st.isDirectory()) return `${dir} is not a directory`;
+  try {
+    fs.accessSync(dir, fs.constants.W_OK);
+  } catch {
+    return `the directory ${dir} is not writable by this user`;
+  }
+  return undefined;
 }

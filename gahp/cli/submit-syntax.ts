@@ -9,8 +9,8 @@ import * as path from 'node:path';
 
 export class SubmitFileError extends Error {
   override name = 'SubmitFileError';
-  constructor(readonly file: string, readonly line: number, message: string) {
-    super(`${file}:${line}: ${message}`);
+  constructor(readonly file: string, readonly line: number, readonly detail: string) {
+    super(`${file}:${line}: ${detail}`);
   }
 }
 

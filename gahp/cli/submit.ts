@@ -99,6 +99,11 @@ class SubmitRun {
   /** Last status seen per job. */
   private readonly status = new Map<string, string>();
   private readonly fetchTries = new Map<string, number>();
+  /**
+   * Done jobs whose fetch failed FETCH_ATTEMPTS times in this run, with the last error: not
+   * tried again by this run, and their batches not retired, so the next run fetches them.
+   */
+  private readonly unfetched = new Map<string, string>();
   private serverTime = '0';
   private readonly rec: SubmitRecord;
   private readonly allJobs: string[];
@@ -171,7 +176,7 @@ class SubmitRun {
         out(`interrupted; to resume (nothing is submitted twice), run: ${submitCommand(this.g, this.plan)}`);
         return EXIT_INTERRUPTED;
       }
-      if (this.live().length === 0) break;
+      if (this.live().length === 0 || this.onlyUnfetchedLeft()) break;
       const polled = await this.poll();
       if (typeof polled === 'number') return polled;
       if (polled === 'resubmitted') continue;
@@ -179,7 +184,7 @@ class SubmitRun {
         await this.markFailed();
         await this.fetchReady();
         await this.retireFinished();
-        if (this.live().length === 0) break;
+        if (this.live().length === 0 || this.onlyUnfetchedLeft()) break;
         await this.renewLeases();
         this.showCounts();
         if (this.o.timeout !== undefined && Date.now() - started > this.o.timeout * 1000) {
@@ -200,6 +205,11 @@ class SubmitRun {
 
   private finished(job: string): boolean {
     return this.rec.fetched.includes(job) || this.rec.failed[job] !== undefined;
+  }
+
+  /** Whether every job not finished is one whose outputs this run gave up fetching. */
+  private onlyUnfetchedLeft(): boolean {
+    return this.unfetched.size > 0 && this.allJobs.every((j) => this.finished(j) || this.unfetched.has(j));
   }
 
   private leaseRunsOut(batch: string): boolean {
@@ -329,7 +339,7 @@ class SubmitRun {
   }
 
   private async fetchReady(): Promise<void> {
-    const ready = this.allJobs.filter((j) => !this.finished(j) && this.status.get(j) === 'DONE');
+    const ready = this.allJobs.filter((j) => !this.finished(j) && !this.unfetched.has(j) && this.status.get(j) === 'DONE');
     for (let i = 0; i < ready.length; i += FETCH_PARALLEL) {
       if (this.stop.signal.aborted) break;
       await Promise.all(ready.slice(i, i + FETCH_PARALLEL).map((j) => this.fetchJob(j)));
@@ -338,7 +348,11 @@ class SubmitRun {
     }
   }
 
-  /** BOINC_FETCH_OUTPUT with HTCondor's specs; a job whose fetch failed FETCH_ATTEMPTS times is failed. */
+  /**
+   * BOINC_FETCH_OUTPUT with HTCondor's specs. A job whose fetch failed FETCH_ATTEMPTS times
+   * (a directory gone, a full disk, the project's download script down) is left for the next
+   * run: its results stay on the server, never given up for a failure here.
+   */
   private async fetchJob(job: string): Promise<void> {
     const p = this.plan.procByJob.get(job)!;
     const spec = fetchOutputSpec(p);
@@ -350,9 +364,10 @@ class SubmitRun {
       const n = (this.fetchTries.get(job) ?? 0) + 1;
       this.fetchTries.set(job, n);
       if (n >= FETCH_ATTEMPTS) {
-        this.rec.failed[job] = `fetching outputs failed: ${errorMessage(err)}`;
-        this.progress.log(`job ${this.rec.cluster}.${p.proc}: ${this.rec.failed[job]}`);
+        this.unfetched.set(job, errorMessage(err));
+        this.progress.log(`job ${this.rec.cluster}.${p.proc}: fetching its outputs failed: ${errorMessage(err)}`);
       }
+      return;
     }
     await this.plan.store.save(this.rec);
   }
@@ -390,8 +405,23 @@ class SubmitRun {
   private report(): number {
     this.progress.stop();
     const failed = Object.entries(this.rec.failed);
-    out(`cluster ${this.rec.cluster}: ${plural(this.rec.fetched.length, 'job')} done, outputs fetched; ${failed.length} failed`);
+    const unfetched = this.unfetched.size ? `; ${this.unfetched.size} done, outputs not fetched yet` : '';
+    out(`cluster ${this.rec.cluster}: ${plural(this.rec.fetched.length, 'job')} done, outputs fetched${unfetched}; ${failed.length} failed`);
     for (const [j, why] of failed) out(`  ${j}: ${why}`);
-    return failed.length ? EXIT_FAILED : EXIT_OK;
+    if (this.unfetched.size) this.reportUnfetched();
+    return failed.length || this.unfetched.size ? EXIT_FAILED : EXIT_OK;
+  }
+
+  /** What to fix, and that running the same command again fetches the outputs kept on the server. */
+  private reportUnfetched(): void {
+    const errors = new Map<string, string[]>();
+    for (const [j, why] of this.unfetched) errors.set(why, [...(errors.get(why) ?? []), `${this.rec.cluster}.${this.plan.procByJob.get(j)!.proc}`]);
+    const warn = (line: string) => process.stderr.write(`boinc-gahp: ${line}\n`);
+    warn(`the outputs of ${plural(this.unfetched.size, 'finished job')} could not be fetched:`);
+    for (const [why, jobs] of errors) warn(`  ${jobs.length > 3 ? `${jobs.slice(0, 3).join(', ')} and ${jobs.length - 3} more` : jobs.join(', ')}: ${why}`);
+    const until = Math.min(...this.live().map((b) => this.rec.leaseUntil[b] ?? Infinity));
+    const kept = Number.isFinite(until) ? ` until ${new Date(until * 1000).toISOString().replace('.000Z', 'Z')} (each run renews the lease)` : '';
+    warn(`their results are kept on the server${kept}, their batch not retired; fix what is said above ` +
+      `(a missing or unwritable directory, a full disk, the project's download script) and run the same command again: it fetches them: ${submitCommand(this.g, this.plan)}`);
   }
 }

@@ -317,3 +317,91 @@ async function resubmitsLostBatch(own: TestBoincServer): Promise<void> {
   expect(own.batches().filter((b) => b.name === lost).map((b) => b.jobNames.length)).toEqual([1]);
   expect(fs.readFileSync(path.join(dir, 'out'), 'latin1')).toBe('LOST\n');
 }
+
+describe('finished results are never given up (issue 37, item 1)', () => {
+  const uppercaseTo = (remap: string, jobs = 2) => writeSubmitFile('job.sub', 'uppercase', [
+    'transfer_input_files = in.txt', 'transfer_output_files = out', `transfer_output_remaps = "out = ${remap}"`, `queue ${jobs}`,
+  ]);
+
+  test('an output directory that is missing or not a directory is refused before anything is submitted', async () => {
+    fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+    const rpcs = server.rpcLog().length;
+    uppercaseTo('nodir/out.$(Process)');
+    const missing = await submit('job.sub');
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/^boinc-gahp: job\.sub:\d+: job 0: its output \S+\/nodir\/out\.0 could not be written: the directory \S+\/nodir does not exist$/m);
+    fs.writeFileSync(path.join(dir, 'afile'), '');
+    uppercaseTo('afile/out.$(Process)');
+    const notDir = await submit('job.sub');
+    expect(notDir.code).toBe(2);
+    expect(notDir.stderr).toMatch(/job 0: its output \S+\/afile\/out\.0 could not be written: \S+\/afile is not a directory/);
+    if (process.getuid?.() !== 0) {
+      fs.mkdirSync(path.join(dir, 'ro'), { mode: 0o555 });
+      uppercaseTo('ro/out.$(Process)');
+      const readOnly = await submit('job.sub');
+      expect(readOnly.code).toBe(2);
+      expect(readOnly.stderr).toMatch(/the directory \S+\/ro is not writable by this user/);
+    }
+    expect(server.rpcLog().length).toBe(rpcs);
+    expect(fs.existsSync(path.join(state(), 'submit', 'clusters.json'))).toBe(false);
+  });
+
+  test('an output directory gone after submitting: nothing retired, the next run after the fix fetches every output, no second batch', async () => {
+    // Jobs finish when the test says so: the directory goes while the submit waits.
+    const own = await startTestServer();
+    try {
+      fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
+      fs.writeFileSync(path.join(dir, 'in.txt'), 'keep me\n');
+      fs.mkdirSync(path.join(dir, 'res'));
+      writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'transfer_output_files = out', 'transfer_output_remaps = "out = res/out.$(Process)"', 'queue 2'], own.url);
+      const waiting = startCli(['--state-dir', state(), 'submit', 'job.sub', '--poll', '0.3'], { cwd: dir });
+      await waiting.waitFor(/^submitted condor#/m);
+      fs.rmdirSync(path.join(dir, 'res'));
+      own.advanceAll();
+      const failed = await waiting.exited;
+      expect(failed.code).toBe(1);
+      expect(failed.stdout).toMatch(/^cluster 1: 0 jobs done, outputs fetched; 2 done, outputs not fetched yet; 0 failed$/m);
+      expect(failed.stderr).toMatch(/^boinc-gahp: {3}1\.1: cannot write \S+\/res\/out\.1: ENOENT/m);
+      expect(failed.stderr).toMatch(/their results are kept on the server until \S+ \(each run renews the lease\), their batch not retired; fix what is said above .* and run the same command again: it fetches them: \S+ --state-dir \S+ submit job\.sub$/m);
+      expect(own.batches().map((b) => b.state)).not.toContain(4);
+
+      // Run again before the fix: refused at once, saying the results wait.
+      const early = await submit('job.sub');
+      expect(early.code).toBe(2);
+      expect(early.stderr).toMatch(/the directory \S+\/res does not exist; the cluster's results stay on the server until fetched: fix this and run the same command again$/m);
+
+      fs.mkdirSync(path.join(dir, 'res'));
+      const fixed = await submit('job.sub');
+      if (fixed.code !== 0) throw new Error(`exit ${fixed.code}: ${fixed.stderr}${fixed.stdout}`);
+      expect(fixed.stdout).toMatch(/^cluster 1: 2 jobs done, outputs fetched; 0 failed$/m);
+      for (const p of [0, 1]) expect(fs.readFileSync(path.join(dir, 'res', `out.${p}`), 'latin1')).toBe('KEEP ME\n');
+      expect(own.batches().map((b) => b.state)).toEqual([4]);
+    } finally {
+      await own.close();
+    }
+  });
+
+  test("the project's download script failing: the batch is kept, the next run after it recovers fetches the outputs", async () => {
+    const own = await startTestServer({ autoCompleteSeconds: 0.2 });
+    try {
+      fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
+      fs.writeFileSync(path.join(dir, 'in.txt'), 'later\n');
+      writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'transfer_output_files = out', 'queue'], own.url);
+      own.injectFault({ script: 'get_output.php', kind: '5xx', status: 503, count: 1_000_000 });
+      const down = await runCli(['--state-dir', state(), '--rpc-timeout', '1', 'submit', 'job.sub', '--poll', '0.3'], { cwd: dir, timeoutMs: 60_000 });
+      expect(down.code).toBe(1);
+      expect(down.stdout).toMatch(/1 done, outputs not fetched yet; 0 failed$/m);
+      expect(down.stderr).toMatch(/and run the same command again: it fetches them/);
+      expect(own.batches().map((b) => b.state)).not.toContain(4);
+      expect(fs.existsSync(path.join(dir, 'out'))).toBe(false);
+
+      own.clearFaults();
+      const up = await submit('job.sub');
+      if (up.code !== 0) throw new Error(`exit ${up.code}: ${up.stderr}${up.stdout}`);
+      expect(fs.readFileSync(path.join(dir, 'out'), 'latin1')).toBe('LATER\n');
+      expect(own.batches().map((b) => b.state)).toEqual([4]);
+    } finally {
+      await own.close();
+    }
+  });
+});
