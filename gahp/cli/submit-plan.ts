@@ -62,11 +62,17 @@ export interface SubmitPlan {
   procByJob: Map<string, SubmitProc>;
 }
 
+/** Checks of the caller's, made before a cluster id is taken for jobs still to submit. */
+export interface PlanChecks {
+  /** E.g. asking the project whether the apps make the outputs named (submit.ts). */
+  beforeSubmitting?: (desc: SubmitDescription, project: { url: string; authenticator: string }) => Promise<void>;
+}
+
 /**
  * Reads and checks the submit file, picks its project, and takes its cluster id (or finds
- * the one an earlier run took). Nothing is sent anywhere.
+ * the one an earlier run took). Nothing is sent anywhere but by `checks`.
  */
-export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean): Promise<SubmitPlan> {
+export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean, checks: PlanChecks = {}): Promise<SubmitPlan> {
   const stateDir = g.stateDir ?? defaultStateDir();
   const abs = path.resolve(file);
   let text: string;
@@ -98,6 +104,9 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean)
     if (!(err instanceof SubmitFileError) || !known?.submitted.length) throw err;
     throw new SubmitFileError(file, err.line, `${err.detail}; the cluster's results stay on the server until fetched: fix this and run the same command again`);
   }
+
+  const toSubmit = !known || Object.values(known.batches).some((b) => !known.submitted.includes(b) && !known.retired.includes(b));
+  if (toSubmit) await checks.beforeSubmitting?.(desc, project);
 
   const rec = known ?? (await store.take(key, fresh, (cluster, createdAt) => {
     const batches: Record<string, string> = {};

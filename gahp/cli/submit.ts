@@ -18,7 +18,7 @@ import { BoincClient } from '../../boinc-rpc/client.js';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
-import { fetchOutputSpec } from './submit-file.js';
+import { fetchOutputSpec, SubmitFileError, type SubmitDescription } from './submit-file.js';
 import { commandToRun, EXIT_FAILED, EXIT_OK, networkSettings, runOptions, type GlobalOptions } from './options.js';
 import { ProgressLine, SubmitProgressView } from './progress.js';
 import { planSubmit, submitArgs, type SubmitPlan } from './submit-plan.js';
@@ -68,7 +68,7 @@ const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ?
 const out = (line: string) => process.stdout.write(line + '\n');
 
 export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions): Promise<number> {
-  const plan = await planSubmit(g, file, o.new === true);
+  const plan = await planSubmit(g, file, o.new === true, { beforeSubmitting: (desc, project) => checkOutputNames(g, file, desc, project) });
   const { rec, procsByApp, procByJob } = plan;
   out(`cluster ${rec.cluster}: ${plural(procByJob.size, 'job')} in ${plural(procsByApp.size, 'batch', 'batches')} on ${plan.project.url}`);
   if ([...procsByApp.keys()].every((app) => rec.retired.includes(rec.batches[app]!))) {
@@ -76,6 +76,46 @@ export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions
     return Object.keys(rec.failed).length ? EXIT_FAILED : EXIT_OK;
   }
   return new SubmitRun(plan, g, o).run();
+}
+
+/**
+ * Refuses `transfer_output_files` names the app does not make, before anything is
+ * submitted: otherwise every job would run and then fail its fetch. The app's output
+ * template is asked with get_templates, read-only, as failed jobs are asked about
+ * (docs/architecture.md, "Layers"). An app whose one output is a zip is left alone: the
+ * names are its entries, known only when a job has made it.
+ */
+async function checkOutputNames(g: GlobalOptions, file: string, desc: SubmitDescription, project: { url: string; authenticator: string }): Promise<void> {
+  const named = desc.procs.filter((p) => p.transferOutputFiles !== undefined);
+  if (named.length === 0) return;
+  const rpc = new BoincClient({
+    projectUrl: project.url,
+    authenticator: project.authenticator,
+    ...(g.rpcTimeout ? { timeoutMs: g.rpcTimeout * 1000 } : {}),
+    network: networkSettings(g),
+  });
+  try {
+    const outputsOf = new Map<string, string[]>();
+    for (const p of named) {
+      let outputs = outputsOf.get(p.app);
+      if (!outputs) {
+        try {
+          outputs = (await rpc.getTemplates({ appName: p.app })).outputOpenNames;
+        } catch (err) {
+          throw new Error(`cannot ask ${project.url} for the templates of app ${p.app}: ${errorMessage(err)}`, { cause: err });
+        }
+        outputsOf.set(p.app, outputs);
+      }
+      if (outputs.length === 1 && outputs[0]!.toLowerCase().endsWith('.zip')) continue;
+      const wrong = p.transferOutputFiles!.find((f) => !outputs.includes(f));
+      if (wrong !== undefined) {
+        throw new SubmitFileError(file, p.queueLine,
+          `job ${p.proc}: transfer_output_files names "${wrong}", which app ${p.app} does not make (its outputs: ${outputs.join(', ') || 'none'}); nothing was submitted`);
+      }
+    }
+  } finally {
+    rpc.close();
+  }
 }
 
 /**

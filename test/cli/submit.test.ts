@@ -405,3 +405,21 @@ describe('finished results are never given up (issue 37, item 1)', () => {
     }
   });
 });
+
+test("an output name the app does not make is refused before anything is submitted (issue 37, item 2); a zip app's entries are not checked", async () => {
+  fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+  writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'transfer_output_files = result', '', 'queue 3']);
+  const batches = server.batches().length;
+  const r = await submit('job.sub');
+  expect(r.code).toBe(2);
+  expect(r.stderr).toBe('boinc-gahp: job.sub:7: job 0: transfer_output_files names "result", which app uppercase does not make (its outputs: out); nothing was submitted\n');
+  expect(server.batches().length).toBe(batches);
+  expect(server.rpcLog().slice(-1).map((e) => e.rpc)).toEqual(['get_templates']);
+  expect(fs.existsSync(path.join(state(), 'submit', 'clusters.json'))).toBe(false);
+
+  // The zipper app's one output is a zip: names are its entries, fetched from the archive.
+  writeSubmitFile('zip.sub', 'zipper', ['transfer_input_files = in.txt', 'transfer_output_files = upper.txt', 'queue']);
+  const z = await submit('zip.sub');
+  if (z.code !== 0) throw new Error(`exit ${z.code}: ${z.stderr}${z.stdout}`);
+  expect(fs.readFileSync(path.join(dir, 'upper.txt'), 'latin1')).toBe('X\n');
+});
