@@ -192,6 +192,9 @@ export async function leaseCmd(g: GlobalOptions, batchName: string, o: LeaseOpti
   if (o.until !== undefined) {
     if (!Number.isFinite(o.until) || o.until <= 0) throw new UsageError('--until must be a unix time');
     until = Math.floor(o.until);
+    if (until <= Date.now() / 1000) {
+      throw new UsageError(`--until ${o.until} is in the past (${new Date(until * 1000).toISOString()}): give a unix time after now (date +%s) or --hours`);
+    }
   } else {
     const hours = o.hours ?? 6;
     if (!Number.isFinite(hours) || hours <= 0) throw new UsageError('--hours must be a positive number');

@@ -15,6 +15,7 @@ import { CLI_SETTING, defaultStateDir, UsageError } from '../settings.js';
 import { unusableStateDir } from '../state-dir.js';
 import { projectFrom } from './subcommands.js';
 import { SubmitStore, type SubmitRecord } from './submit-state.js';
+import { argumentProblem } from '../staging/validate.js';
 
 /**
  * The schedd part of batch names: stable per machine and state directory. The state
@@ -64,6 +65,8 @@ export interface SubmitPlan {
 
 /** Checks of the caller's, made before a cluster id is taken for jobs still to submit. */
 export interface PlanChecks {
+  /** E.g. whether the options suit this project (the poll interval, submit.ts). */
+  project?: (url: string) => void;
   /** E.g. asking the project whether the apps make the outputs named (submit.ts). */
   beforeSubmitting?: (desc: SubmitDescription, project: { url: string; authenticator: string }) => Promise<void>;
 }
@@ -96,7 +99,9 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean,
   let desc = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster: tentativeCluster });
   for (const note of desc.notes) process.stderr.write(`note: ${note}\n`);
   if (desc.procs.length === 0) throw new SubmitFileError(file, 1, 'the queue statements make no jobs');
+  checkArguments(file, desc);
   const project = projectOfFile(g, file, desc);
+  checks.project?.(project.url);
   try {
     checkJobFiles(file, desc);
   } catch (err) {
@@ -141,6 +146,22 @@ function projectOfFile(g: GlobalOptions, file: string, desc: SubmitDescription):
     url: g.projectUrl !== undefined ? CLI_SETTING.url : `grid_resource in ${file} ("boinc <url>") or ${CLI_SETTING.url}`,
     authenticatorFile: `boinc_authenticator_file in ${file} or ${CLI_SETTING.authenticatorFile}`,
   });
+}
+
+/**
+ * Arguments BOINC's create_work cannot carry (a blank, a quote: gahp/staging/validate.ts)
+ * are refused here, before a cluster id is taken, with what to do instead.
+ */
+function checkArguments(file: string, desc: SubmitDescription): void {
+  for (const p of desc.procs) {
+    p.args.forEach((arg, i) => {
+      const problem = argumentProblem(arg);
+      if (problem === undefined) return;
+      const shown = JSON.stringify(arg.length > 60 ? `${arg.slice(0, 60)}...` : arg);
+      throw new SubmitFileError(file, p.queueLine,
+        `job ${p.proc}: argument ${i + 1} ${shown} ${problem}; put the value in an input file (transfer_input_files) and pass the file's name instead`);
+    });
+  }
 }
 
 /** Like condor_submit: every job's directory and input file must exist now. */

@@ -24,6 +24,7 @@ import { ProgressLine, SubmitProgressView } from './progress.js';
 import { planSubmit, submitArgs, type SubmitPlan } from './submit-plan.js';
 import type { SubmitRecord } from './submit-state.js';
 import { errorMessage, sleep } from '../util.js';
+import { UsageError } from '../settings.js';
 import { asLines } from '../protocol/messages.js';
 
 export interface SubmitOptions {
@@ -40,6 +41,8 @@ const LEASE_RENEW_BELOW = 4 * 3600;
 const FETCH_ATTEMPTS = 3;
 /** Outputs fetched at once. */
 const FETCH_PARALLEL = 4;
+/** The shortest poll interval against a project on another machine (checkPollInterval). */
+const MIN_POLL_SECONDS = 5;
 /** Exit code after Ctrl-C (128 + SIGINT), as shells report it. */
 const EXIT_INTERRUPTED = 130;
 
@@ -68,7 +71,10 @@ const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ?
 const out = (line: string) => process.stdout.write(line + '\n');
 
 export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions): Promise<number> {
-  const plan = await planSubmit(g, file, o.new === true, { beforeSubmitting: (desc, project) => checkOutputNames(g, file, desc, project) });
+  const plan = await planSubmit(g, file, o.new === true, {
+    project: (url) => checkPollInterval(url, o.poll),
+    beforeSubmitting: (desc, project) => checkOutputNames(g, file, desc, project),
+  });
   const { rec, procsByApp, procByJob } = plan;
   out(`cluster ${rec.cluster}: ${plural(procByJob.size, 'job')} in ${plural(procsByApp.size, 'batch', 'batches')} on ${plan.project.url}`);
   if ([...procsByApp.keys()].every((app) => rec.retired.includes(rec.batches[app]!))) {
@@ -76,6 +82,18 @@ export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions
     return Object.keys(rec.failed).length ? EXIT_FAILED : EXIT_OK;
   }
   return new SubmitRun(plan, g, o).run();
+}
+
+/**
+ * Each poll asks for the status of every job of the cluster: a project on another machine
+ * is asked at most every MIN_POLL_SECONDS. A project on this machine (the test server) may
+ * be asked more often.
+ */
+function checkPollInterval(url: string, poll: number): void {
+  if (poll >= MIN_POLL_SECONDS) return;
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  if (host === 'localhost' || host === '::1' || /^127\./.test(host)) return;
+  throw new UsageError(`--poll ${poll} is too often for ${url}: each poll asks for the status of every job; give --poll ${MIN_POLL_SECONDS} or more`);
 }
 
 /**
@@ -147,6 +165,8 @@ class SubmitRun {
   private serverTime = '0';
   private readonly rec: SubmitRecord;
   private readonly allJobs: string[];
+  /** When this run began: --timeout counts from here. */
+  private readonly started = Date.now();
   /** Made when a job failed (failureRpc). */
   private rpc: BoincClient | undefined;
 
@@ -184,10 +204,15 @@ class SubmitRun {
         const batch = this.rec.batches[app]!;
         if (!this.rec.retired.includes(batch) && !this.rec.submitted.includes(batch)) await this.submitBatch(app);
       }
-      for (const batch of this.live()) if (this.leaseRunsOut(batch)) await this.setLease(batch);
+      for (const batch of this.live()) {
+        if (!this.leaseRunsOut(batch)) continue;
+        if (this.leaseEnded(batch) && !(await this.onServer(batch))) return this.batchGone(batch);
+        await this.setLease(batch);
+      }
       if (!this.o.wait) {
         this.progress.stop();
         for (const b of this.live()) out(`batch ${b}`);
+        out(this.leaseNote());
         out(`submitted; to wait for the jobs and fetch their outputs, run: ${submitCommand(this.g, this.plan)}`);
         return EXIT_OK;
       }
@@ -207,16 +232,32 @@ class SubmitRun {
     }
   }
 
+  /**
+   * What the server keeps of batches no run waits for: each only until its lease runs out
+   * (then BOINC deletes it, results and all); every run renews the leases.
+   */
+  private leaseNote(): string {
+    const until = Math.min(...this.live().map((b) => this.rec.leaseUntil[b] ?? Infinity));
+    const when = Number.isFinite(until) ? `until ${new Date(until * 1000).toISOString().replace('.000Z', 'Z')}` : 'only for its lease';
+    return `the server keeps a batch no run waits for ${when} (its lease, renewed by each run); after that its jobs and results are gone: resume before then`;
+  }
+
   /** Polls until every batch is retired (or interrupted, gone, timed out). */
   private async waitForAll(): Promise<number> {
-    const started = Date.now();
+    const deadline = this.o.timeout !== undefined ? this.started + this.o.timeout * 1000 : Infinity;
     for (;;) {
       if (this.stop.signal.aborted) {
         this.progress.stop();
+        out(this.leaseNote());
         out(`interrupted; to resume (nothing is submitted twice), run: ${submitCommand(this.g, this.plan)}`);
         return EXIT_INTERRUPTED;
       }
       if (this.live().length === 0 || this.onlyUnfetchedLeft()) break;
+      if (Date.now() >= deadline) {
+        this.progress.stop();
+        process.stderr.write(`boinc-gahp: gave up waiting after ${this.o.timeout} s; ${this.leaseNote()}; to resume, run: ${submitCommand(this.g, this.plan)}\n`);
+        return EXIT_FAILED;
+      }
       const polled = await this.poll();
       if (typeof polled === 'number') return polled;
       if (polled === 'resubmitted') continue;
@@ -227,13 +268,8 @@ class SubmitRun {
         if (this.live().length === 0 || this.onlyUnfetchedLeft()) break;
         await this.renewLeases();
         this.showCounts();
-        if (this.o.timeout !== undefined && Date.now() - started > this.o.timeout * 1000) {
-          this.progress.stop();
-          process.stderr.write(`boinc-gahp: gave up waiting after ${this.o.timeout} s; to resume, run: ${submitCommand(this.g, this.plan)}\n`);
-          return EXIT_FAILED;
-        }
       }
-      await sleep(this.o.poll * 1000, this.stop.signal);
+      await sleep(Math.max(0, Math.min(this.o.poll * 1000, deadline - Date.now())), this.stop.signal);
     }
     return this.report();
   }
@@ -250,6 +286,34 @@ class SubmitRun {
   /** Whether every job not finished is one whose outputs this run gave up fetching. */
   private onlyUnfetchedLeft(): boolean {
     return this.unfetched.size > 0 && this.allJobs.every((j) => this.finished(j) || this.unfetched.has(j));
+  }
+
+  /** Whether the server still has the batch (a status query does not answer "no batch named"). */
+  private async onServer(batch: string): Promise<boolean> {
+    try {
+      await this.client.call('BOINC_QUERY_BATCHES', ['0', '1', batch]);
+      return true;
+    } catch (err) {
+      if (err instanceof GahpResultError && err.missingBatch === batch) return false;
+      throw err;
+    }
+  }
+
+  private leaseEnded(batch: string): boolean {
+    return (this.rec.leaseUntil[batch] ?? Infinity) <= Date.now() / 1000;
+  }
+
+  /**
+   * A batch whose lease ran out is gone from the server, results and all: submitting it
+   * again would run every job again behind the person's back. Says so; --new does it when
+   * that is wanted.
+   */
+  private batchGone(batch: string): number {
+    this.progress.stop();
+    process.stderr.write(`boinc-gahp: batch ${batch} is gone from the server: its lease ran out at ` +
+      `${new Date(this.rec.leaseUntil[batch]! * 1000).toISOString().replace('.000Z', 'Z')} with no run to renew it, and its jobs and results went with it; ` +
+      `nothing was submitted again. To run the jobs again as a new cluster, run: ${submitCommand(this.g, this.plan, ['--new'])}\n`);
+    return EXIT_FAILED;
   }
 
   private leaseRunsOut(batch: string): boolean {
@@ -310,9 +374,11 @@ class SubmitRun {
         this.progress.log(`status query failed (will retry): ${errorMessage(err)}`);
         return 'poll-again';
       }
+      if (this.leaseEnded(missing)) return this.batchGone(missing);
       if (this.rec.fetched.length === 0 && Object.keys(this.rec.failed).length === 0) {
-        // Recorded as submitted but the server has no such batch (a crash before the
-        // submit landed): submit it again, as the gridmanager does.
+        // Recorded as submitted, its lease still running, but the server has no such batch
+        // (a crash before the submit landed): submit it again, as the gridmanager does.
+        this.progress.log(`batch ${missing} is not on the server (the submit that made it did not land): submitting it again`);
         this.rec.submitted = this.rec.submitted.filter((b) => b !== missing);
         await this.submitBatch(app);
         await this.setLease(missing);

@@ -185,6 +185,7 @@ async function resumeHintResumes(own: TestBoincServer): Promise<void> {
   const interrupted = await first.exited;
   expect(interrupted.code).toBe(130);
   expect(interrupted.stdout).toMatch(/^interrupted; to resume \(nothing is submitted twice\), run: boinc-gahp /m);
+  expect(interrupted.stdout).toMatch(/^the server keeps a batch no run waits for until \S+Z \(its lease, renewed by each run\); after that its jobs and results are gone: resume before then$/m);
   // (Read loosely: the hint of earlier versions, `run "..." again`, is run too, and fails below.)
   const hint = /^interrupted; .*run:? "?(.+?)"?(?: again .*)?$/m.exec(interrupted.stdout)![1]!;
   expect(own.batches().map((b) => b.jobNames.length)).toEqual([3]);
@@ -422,4 +423,78 @@ test("an output name the app does not make is refused before anything is submitt
   const z = await submit('zip.sub');
   if (z.code !== 0) throw new Error(`exit ${z.code}: ${z.stderr}${z.stdout}`);
   expect(fs.readFileSync(path.join(dir, 'upper.txt'), 'latin1')).toBe('X\n');
+});
+
+describe('limits met before anything is submitted (issue 37, item 5)', () => {
+  test('an argument BOINC cannot carry is refused before a cluster or a batch exists, saying to put the value in an input file', async () => {
+    fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+    writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', `arguments = "-n 'two words'"`, 'queue']);
+    const rpcs = server.rpcLog().length;
+    const r = await submit('job.sub');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`boinc-gahp: job.sub:6: job 0: argument 2 "two words" holds character U+0020 (whitespace or control), which BOINC's create_work cannot carry intact; put the value in an input file (transfer_input_files) and pass the file's name instead\n`);
+    expect(server.rpcLog().length).toBe(rpcs);
+    expect(fs.existsSync(path.join(state(), 'submit', 'clusters.json'))).toBe(false);
+  });
+
+  test('--timeout 2 --poll 30 ends within 3 s of submitting; --no-wait says how long the server keeps the batch', async () => {
+    const own = await startTestServer();
+    try {
+      fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
+      fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+      writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue'], own.url);
+      const run = startCli(['--state-dir', state(), 'submit', 'job.sub', '--timeout', '2', '--poll', '30'], { cwd: dir });
+      await run.waitFor(/^submitted condor#/m);
+      const submitted = Date.now();
+      const r = await run.exited;
+      expect(Date.now() - submitted).toBeLessThan(3000);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^boinc-gahp: gave up waiting after 2 s; the server keeps a batch no run waits for until \S+Z .*; to resume, run: \S+ --state-dir \S+ submit job\.sub$/m);
+
+      writeSubmitFile('other.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue 2'], own.url);
+      const n = await runCli(['--state-dir', state(), 'submit', 'other.sub', '--no-wait'], { cwd: dir });
+      expect(n.code).toBe(0);
+      expect(n.stdout).toMatch(/^the server keeps a batch no run waits for until \S+Z \(its lease, renewed by each run\); after that its jobs and results are gone: resume before then$/m);
+    } finally {
+      await own.close();
+    }
+  });
+
+  test('lease --until a time in the past and --poll below 5 s against a project on another machine are refused', async () => {
+    const l = await runCli(['--state-dir', state(), 'lease', 'some-batch', '--until', '5']);
+    expect(l.code).toBe(2);
+    expect(l.stderr).toBe('boinc-gahp: --until 5 is in the past (1970-01-01T00:00:05.000Z): give a unix time after now (date +%s) or --hours\n');
+
+    fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+    writeSubmitFile('far.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue'], 'http://192.0.2.1/project/');
+    const p = await runCli(['--state-dir', state(), 'submit', 'far.sub', '--poll', '0.1'], { cwd: dir });
+    expect(p.code).toBe(2);
+    expect(p.stderr).toBe('boinc-gahp: --poll 0.1 is too often for http://192.0.2.1/project/: each poll asks for the status of every job; give --poll 5 or more\n');
+    expect(fs.existsSync(path.join(state(), 'submit', 'clusters.json'))).toBe(false);
+  });
+
+  test("a resume after the batch's lease ran out does not submit it again: it says so and names --new", async () => {
+    const own = await startTestServer();
+    try {
+      fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
+      fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+      writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue'], own.url);
+      const first = await submit('job.sub', '--no-wait');
+      expect(first.code).toBe(0);
+      const submitted = /^batch (\S+)$/m.exec(first.stdout)![1]!;
+      // As after BOINC deleted the batch when its lease passed: the record names a batch
+      // the server does not have, its recorded lease past.
+      const gone = `${submitted}0`;
+      const clusters = path.join(state(), 'submit', 'clusters.json');
+      const past = Math.floor(Date.now() / 1000) - 60;
+      fs.writeFileSync(clusters, fs.readFileSync(clusters, 'utf8').split(submitted).join(gone).replace(/("leaseUntil": \{\s*"[^"]+": )\d+/, `$1${past}`));
+      const before = own.batches().length;
+      const r = await submit('job.sub');
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^boinc-gahp: batch \S+ is gone from the server: its lease ran out at \S+Z with no run to renew it, and its jobs and results went with it; nothing was submitted again\. To run the jobs again as a new cluster, run: \S+ --state-dir \S+ submit job\.sub --new$/m);
+      expect(own.batches().length).toBe(before);
+    } finally {
+      await own.close();
+    }
+  });
 });
