@@ -10,11 +10,11 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fetchOutputSpec, parseSubmitDescription, SubmitFileError, type SubmitDescription, type SubmitProc } from './submit-file.js';
-import type { GlobalOptions } from './options.js';
+import { commandToRun, type GlobalOptions } from './options.js';
 import { CLI_SETTING, defaultStateDir, UsageError } from '../settings.js';
 import { unusableStateDir } from '../state-dir.js';
 import { projectFrom } from './subcommands.js';
-import { SubmitStore, type SubmitRecord } from './submit-state.js';
+import { SubmitStore, unfinished, type SubmitRecord } from './submit-state.js';
 import { argumentProblem } from '../staging/validate.js';
 
 /**
@@ -92,14 +92,23 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean,
   if (why !== undefined) {
     throw new UsageError(`the state directory ${stateDir} cannot be used: ${why}; give --state-dir (or BOINC_GAHP_STATE_DIR) a directory this user can create and write`);
   }
-  const known = fresh ? undefined : store.get(key);
+  const latest = fresh ? undefined : store.latestFor(abs);
   // Parse with the cluster id this file has (or would get) before taking one for good:
   // a broken file must not use up cluster ids.
-  const tentativeCluster = known?.cluster ?? store.nextCluster;
+  const tentativeCluster = latest?.cluster ?? store.nextCluster;
   let desc = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster: tentativeCluster });
   for (const note of desc.notes) process.stderr.write(`note: ${note}\n`);
   if (desc.procs.length === 0) throw new SubmitFileError(file, 1, 'the queue statements make no jobs');
   checkArguments(file, desc);
+  // The same text, or an edit that changes no job (a comment, a blank line): the same cluster.
+  const digest = jobsDigest(desc);
+  const resumes = (r: SubmitRecord) => r.jobsDigest === digest || (r.jobsDigest === undefined && r.key === key);
+  const known = latest && resumes(latest) ? latest : undefined;
+  if (latest && !known && unfinished(latest)) {
+    throw new UsageError(`${file} changed since cluster ${latest.cluster} was submitted from it, and its jobs are not finished: ` +
+      `to submit the changed file as a new cluster beside it, run: ${commandToRun(g, ['submit', file, '--new'])}; ` +
+      `or cancel cluster ${latest.cluster} first (its jobs aborted, its results given up): ${commandToRun(g, ['cancel', String(latest.cluster)])}`);
+  }
   const project = projectOfFile(g, file, desc);
   checks.project?.(project.url);
   try {
@@ -113,11 +122,12 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean,
   const toSubmit = !known || Object.values(known.batches).some((b) => !known.submitted.includes(b) && !known.retired.includes(b));
   if (toSubmit) await checks.beforeSubmitting?.(desc, project);
 
-  const rec = known ?? (await store.take(key, fresh, (cluster, createdAt) => {
+  const rec = known ?? (await store.take(abs, fresh, resumes, (cluster, createdAt) => {
     const batches: Record<string, string> = {};
     for (const p of desc.procs) batches[p.app] ??= batchName(stateDir, p.app, createdAt);
-    return { key, submitFile: abs, cluster, createdAt, batches, submitted: [], retired: [], fetched: [], failed: {}, leaseUntil: {} };
+    return { key, jobsDigest: digest, submitFile: abs, cluster, createdAt, batches, submitted: [], retired: [], fetched: [], failed: {}, leaseUntil: {} };
   }));
+  rec.jobsDigest ??= digest;
   if (rec.cluster !== tentativeCluster) {
     // Another submit took the cluster id we parsed with: expand $(Cluster) again.
     desc = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster: rec.cluster });
@@ -133,6 +143,15 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean,
     procByJob.set(jobName(batch, rec.cluster, p.proc), p);
   }
   return { file, stateDir, project, store, rec, procsByApp, procByJob };
+}
+
+/**
+ * What the file asks BOINC to do, job by job, without where in the file it is said: equal
+ * for two texts that differ only in comments or blank lines.
+ */
+function jobsDigest(desc: SubmitDescription): string {
+  const jobs = desc.procs.map((p) => ({ ...p, queueLine: 0 }));
+  return createHash('sha256').update(JSON.stringify(jobs)).digest('hex').slice(0, 32);
 }
 
 /** One project and account for the whole file: from the file, else from the options. */

@@ -1,7 +1,8 @@
 /**
- * What `boinc-gahp submit` remembers per submit file, in <state-dir>/submit/clusters.json
- * (docs/storage.md): the cluster id, the batch names, which jobs were submitted, fetched or
- * failed and which batches retired, so running the same file again resumes.
+ * What `boinc-gahp submit` remembers per cluster, in <state-dir>/submit/clusters.json
+ * (docs/storage.md): the submit file, the cluster id, the batch names, which jobs were
+ * submitted, fetched or failed, which batches retired, whether it was cancelled; so running
+ * the same file again resumes its newest cluster.
  *
  * Several `submit` runs may share the state directory. Taking a cluster id happens under
  * <state-dir>/submit/lock (two runs never take the same one); every save re-reads the file
@@ -14,7 +15,14 @@ import { makeDirs } from '../dirs.js';
 import { LockHeldError, replaceFile, withLockFile } from '../state-files.js';
 
 export interface SubmitRecord {
+  /** A hash of the submit file's path and text. */
   key: string;
+  /**
+   * A hash of the jobs the file makes (submit-plan.ts), not of its text: an edit that
+   * changes no job (a comment) keeps the cluster. Absent in records of earlier versions.
+   */
+  jobsDigest?: string;
+  /** Absolute path of the submit file. */
   submitFile: string;
   cluster: number;
   /** Unix time in the batch names. */
@@ -26,6 +34,13 @@ export interface SubmitRecord {
   fetched: string[];
   failed: Record<string, string>;
   leaseUntil: Record<string, number>;
+  /** Set by `boinc-gahp cancel`: its jobs aborted, its batches retired. */
+  cancelled?: boolean;
+}
+
+/** Whether a cluster still has batches on the server that nobody gave up: submitted, not retired, not cancelled. */
+export function unfinished(rec: SubmitRecord): boolean {
+  return !rec.cancelled && rec.submitted.some((b) => !rec.retired.includes(b));
 }
 
 interface SubmitState {
@@ -56,9 +71,19 @@ export class SubmitStore {
     return path.join(this.dir, 'lock');
   }
 
-  /** The record of a submit file (by key), as last loaded. */
-  get(key: string): SubmitRecord | undefined {
-    return this.state.entries[key];
+  /** The newest cluster submitted from this file (absolute path), as last loaded. */
+  latestFor(submitFile: string): SubmitRecord | undefined {
+    return latestOf(this.state, submitFile);
+  }
+
+  /** The record of a cluster id, as last loaded. */
+  byCluster(cluster: number): SubmitRecord | undefined {
+    return Object.values(this.state.entries).find((r) => r.cluster === cluster);
+  }
+
+  /** Every record, as last loaded. */
+  all(): SubmitRecord[] {
+    return Object.values(this.state.entries).sort((a, b) => a.cluster - b.cluster);
   }
 
   /** The cluster id the next new record would get (for a tentative parse). */
@@ -67,19 +92,21 @@ export class SubmitStore {
   }
 
   /**
-   * The record of `key`, created under the lock if there is none (or `fresh`): a new cluster
-   * id, and a batch-name time after every earlier one (batch names stay unique).
+   * The newest record of `submitFile` when `resumes` says it is this submission (another run
+   * may have taken it meanwhile), else one created under the lock (always, when `fresh`): a
+   * new cluster id, and a batch-name time after every earlier one (batch names stay unique).
    */
-  async take(key: string, fresh: boolean, make: (cluster: number, createdAt: number) => SubmitRecord): Promise<SubmitRecord> {
+  async take(submitFile: string, fresh: boolean, resumes: (rec: SubmitRecord) => boolean,
+    make: (cluster: number, createdAt: number) => SubmitRecord): Promise<SubmitRecord> {
     try {
       return await withLockFile(this.lockFile, async () => {
         this.state = this.load();
-        const existing = fresh ? undefined : this.state.entries[key];
-        if (existing) return existing;
+        const existing = fresh ? undefined : latestOf(this.state, submitFile);
+        if (existing && resumes(existing)) return existing;
         const cluster = this.state.nextCluster;
         const createdAt = Math.max(Math.floor(Date.now() / 1000), this.state.lastCreatedAt + 1);
         const record = make(cluster, createdAt);
-        this.state.entries[key] = record;
+        this.state.entries[String(cluster)] = record;
         this.state.nextCluster = cluster + 1;
         this.state.lastCreatedAt = createdAt;
         await this.write(record);
@@ -102,7 +129,9 @@ export class SubmitStore {
 
   private async write(record: SubmitRecord): Promise<void> {
     const onDisk = this.load();
-    onDisk.entries[record.key] = record;
+    // Entries are kept by cluster id (earlier versions kept them by key: that entry goes).
+    for (const [id, r] of Object.entries(onDisk.entries)) if (r.cluster === record.cluster) delete onDisk.entries[id];
+    onDisk.entries[String(record.cluster)] = record;
     onDisk.nextCluster = Math.max(onDisk.nextCluster, this.state.nextCluster);
     onDisk.lastCreatedAt = Math.max(onDisk.lastCreatedAt, this.state.lastCreatedAt);
     this.state = onDisk;
@@ -121,4 +150,10 @@ export class SubmitStore {
     }
     return { nextCluster: 1, lastCreatedAt: 0, entries: {} };
   }
+}
+
+function latestOf(state: SubmitState, submitFile: string): SubmitRecord | undefined {
+  let latest: SubmitRecord | undefined;
+  for (const r of Object.values(state.entries)) if (r.submitFile === submitFile && (!latest || r.cluster > latest.cluster)) latest = r;
+  return latest;
 }

@@ -498,3 +498,40 @@ describe('limits met before anything is submitted (issue 37, item 5)', () => {
     }
   });
 });
+
+test('an edited submit file (issue 37, item 3): a comment keeps the cluster; changed jobs while the old cluster runs are refused, naming --new and cancel', async () => {
+  const own = await startTestServer();
+  try {
+    fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
+    fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+    const lines = ['transfer_input_files = in.txt', 'queue 5'];
+    writeSubmitFile('job.sub', 'uppercase', lines, own.url);
+    const first = await submit('job.sub', '--no-wait');
+    expect(first.code).toBe(0);
+    expect(first.stdout).toMatch(/^cluster 1: 5 jobs/m);
+
+    // A comment (every line after it moves down one): the same cluster, nothing submitted.
+    writeSubmitFile('job.sub', 'uppercase', ['# the same five jobs', ...lines], own.url);
+    const commented = await submit('job.sub', '--no-wait');
+    expect(commented.code).toBe(0);
+    expect(commented.stdout).toMatch(/^cluster 1: 5 jobs/m);
+    expect(own.batches().map((b) => b.jobNames.length)).toEqual([5]);
+
+    // Other jobs while cluster 1 is unfinished: refused, both choices typed out.
+    writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue 6'], own.url);
+    const changed = await submit('job.sub', '--no-wait');
+    expect(changed.code).toBe(2);
+    expect(changed.stderr).toMatch(/^boinc-gahp: job\.sub changed since cluster 1 was submitted from it, and its jobs are not finished: to submit the changed file as a new cluster beside it, run: \S+ --state-dir \S+ submit job\.sub --new; or cancel cluster 1 first \(its jobs aborted, its results given up\): \S+ --state-dir \S+ cancel 1$/m);
+    expect(own.batches()).toHaveLength(1);
+
+    const fresh = await submit('job.sub', '--no-wait', '--new');
+    expect(fresh.code).toBe(0);
+    expect(fresh.stdout).toMatch(/^cluster 2: 6 jobs/m);
+    // The file now resumes cluster 2.
+    const again = await submit('job.sub', '--no-wait');
+    expect(again.stdout).toMatch(/^cluster 2: 6 jobs/m);
+    expect(own.batches().map((b) => b.jobNames.length)).toEqual([5, 6]);
+  } finally {
+    await own.close();
+  }
+});
