@@ -119,11 +119,21 @@ export async function runCommandLine(
 
   program
     .command('status')
-    .description('batches this machine submitted, from the ledger in the state directory: lease expiry, job counts per status')
+    .description("batches this machine submitted, from the ledger in the state directory: submit's clusters and files, lease expiry, job counts per status")
     .option('--json', 'machine-readable output')
     .option('--all', 'include retired batches')
-    .action((o: { json?: boolean; all?: boolean }, cmd: Command) => {
-      code = statusCmd(globals(cmd), o);
+    .option('--server', 'ask the server for the job counts of each batch not retired')
+    .action(async (o: { json?: boolean; all?: boolean; server?: boolean }, cmd: Command) => {
+      code = await statusCmd(globals(cmd), o);
+    });
+
+  program
+    .command('cancel')
+    .description("give up a cluster 'submit' made: abort its unfinished jobs, retire its batches (the server may delete their files), say what was given up")
+    .argument('<submit_file_or_cluster>', 'the submit file (its newest cluster) or a cluster id')
+    .action(async (which: string, _o, cmd: Command) => {
+      const { cancelCmd } = await import('./submit-cancel.js');
+      code = await cancelCmd(globals(cmd), which);
     });
 
   program

@@ -16,6 +16,8 @@ import { JournalLedger } from '../ledger/journal-ledger.js';
 import type { LedgerBatch } from '../ledger/types.js';
 import { ProgressLine } from './progress.js';
 import { asLines } from '../protocol/messages.js';
+import { SubmitStore, unfinished, type SubmitRecord } from './submit-state.js';
+import { errorMessage } from '../util.js';
 
 export interface Project {
   url: string;
@@ -211,6 +213,8 @@ export async function leaseCmd(g: GlobalOptions, batchName: string, o: LeaseOpti
 export interface StatusOptions {
   json?: boolean;
   all?: boolean;
+  /** Ask the server for each batch not retired. */
+  server?: boolean;
 }
 
 export interface BatchSummary {
@@ -259,8 +263,19 @@ function describeLease(s: BatchSummary): string {
   return `lease until ${when} (${h}h${String(m).padStart(2, '0')}m left)`;
 }
 
-/** `status`: what the ledger in the state directory knows (no network). */
-export function statusCmd(g: GlobalOptions, o: StatusOptions): number {
+/** What `submit` knows of a cluster, as `status` shows it. */
+function clusterState(rec: SubmitRecord): string {
+  if (rec.cancelled) return 'cancelled';
+  return unfinished(rec) ? 'not finished' : rec.submitted.length ? 'finished' : 'nothing submitted';
+}
+
+/**
+ * `status`: what the ledger in the state directory knows, each batch with its `submit`
+ * cluster and file; with `--server`, each batch not retired is asked of the server too
+ * (BOINC_QUERY_BATCHES, per project: its URL from the ledger, the account from the options
+ * or the cluster's record).
+ */
+export async function statusCmd(g: GlobalOptions, o: StatusOptions): Promise<number> {
   const stateDir = g.stateDir ?? defaultStateDir();
   if (!fs.existsSync(stateDir)) {
     if (o.json) process.stdout.write('[]\n');
@@ -268,25 +283,77 @@ export function statusCmd(g: GlobalOptions, o: StatusOptions): number {
     return EXIT_OK;
   }
   const ledger = JournalLedger.readOnly(stateDir);
+  const clusters = new SubmitStore(stateDir).all();
+  const clusterOf = new Map<string, SubmitRecord>();
+  for (const rec of clusters) for (const b of Object.values(rec.batches)) clusterOf.set(b, rec);
   let batches = ledger.list(g.projectUrl ? (g.projectUrl.endsWith('/') ? g.projectUrl : g.projectUrl + '/') : undefined);
   if (!o.all) batches = batches.filter((b) => b.state !== 'retired');
-  const rows = summarize(batches);
+  const rows: Array<BatchSummary & { cluster?: number; submitFile?: string; clusterState?: string; server?: Record<string, number> | string }> = summarize(batches);
+  for (const r of rows) {
+    const rec = clusterOf.get(r.batch);
+    if (rec) Object.assign(r, { cluster: rec.cluster, submitFile: rec.submitFile, clusterState: clusterState(rec) });
+  }
+  let code = EXIT_OK;
+  if (o.server) {
+    for (const url of new Set(rows.filter((r) => r.state !== 'retired').map((r) => r.project))) {
+      const asked = rows.filter((r) => r.project === url && r.state !== 'retired');
+      const rec = asked.map((r) => clusterOf.get(r.batch)).find((c) => c?.authenticatorFile !== undefined);
+      const answers = await serverCounts({ ...g, stateDir }, { projectUrl: url, authenticatorFile: g.authenticatorFile ?? rec?.authenticatorFile }, asked.map((r) => r.batch));
+      asked.forEach((r, i) => (r.server = answers[i]!));
+      if (answers.some((a) => typeof a === 'string')) code = EXIT_FAILED;
+    }
+  }
   if (o.json) {
     process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
-    return EXIT_OK;
+    return code;
+  }
+  for (const rec of clusters) {
+    const shown = new Set(Object.values(rec.batches)).size;
+    process.stdout.write(`cluster ${rec.cluster} of ${rec.submitFile}: ${clusterState(rec)} (${shown} batch${shown === 1 ? '' : 'es'})\n`);
   }
   if (rows.length === 0) {
     process.stdout.write(`no ${o.all ? '' : 'active '}batches in ${stateDir}${o.all ? '' : ' (--all shows retired ones too)'}\n`);
-    return EXIT_OK;
+    return code;
   }
+  const counted = (c: Record<string, number>) => Object.entries(c).sort().map(([s, n]) => `${s} ${n}`).join(', ');
   for (const r of rows) {
-    const counts = Object.entries(r.byStatus).sort().map(([s, n]) => `${s} ${n}`).join(', ') || 'no job statuses yet';
+    const counts = counted(r.byStatus) || 'no job statuses yet';
+    const server = r.server === undefined ? '' : `  the server says: ${typeof r.server === 'string' ? r.server : counted(r.server) || 'no jobs'}\n`;
     process.stdout.write(
       `${r.batch}\n` +
+      (r.cluster !== undefined ? `  cluster ${r.cluster} of ${r.submitFile}: ${r.clusterState}\n` : '') +
       `  project ${r.project}  app ${r.app}  batch id ${r.batchId ?? '?'}  state ${r.state}\n` +
-      `  ${describeLease(r)}\n` +
-      `  ${r.jobs} job${r.jobs === 1 ? '' : 's'}: ${counts}\n`,
+      (r.state === 'retired' ? '' : `  ${describeLease(r)}\n`) +
+      `  ${r.jobs} job${r.jobs === 1 ? '' : 's'}: ${counts}${r.server === undefined ? ' (as last seen here)' : ''}\n` +
+      server,
     );
   }
-  return EXIT_OK;
+  return code;
+}
+
+/** Each batch's job counts by status as the server reports them, or why it could not say. */
+async function serverCounts(g: GlobalOptions, where: { projectUrl: string; authenticatorFile?: string }, batches: string[]): Promise<Array<Record<string, number> | string>> {
+  let client: GahpClient;
+  try {
+    client = await openGahp(g, projectFrom({ ...g, ...where }));
+  } catch (err) {
+    return batches.map(() => `not asked: ${asLines(errorMessage(err))}`);
+  }
+  try {
+    const answers: Array<Record<string, number> | string> = [];
+    for (const batch of batches) {
+      try {
+        const r = await client.call('BOINC_QUERY_BATCHES', ['0', '1', batch]);
+        const counts: Record<string, number> = {};
+        for (let i = 3; i < r.length; i += 2) counts[r[i]!] = (counts[r[i]!] ?? 0) + 1;
+        answers.push(counts);
+      } catch (err) {
+        if (!(err instanceof GahpResultError)) throw err;
+        answers.push(err.missingBatch === batch ? 'no such batch (retired, or its lease ran out)' : `the query failed: ${asLines(err.message)}`);
+      }
+    }
+    return answers;
+  } finally {
+    await client.close();
+  }
 }

@@ -125,9 +125,14 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean,
   const rec = known ?? (await store.take(abs, fresh, resumes, (cluster, createdAt) => {
     const batches: Record<string, string> = {};
     for (const p of desc.procs) batches[p.app] ??= batchName(stateDir, p.app, createdAt);
-    return { key, jobsDigest: digest, submitFile: abs, cluster, createdAt, batches, submitted: [], retired: [], fetched: [], failed: {}, leaseUntil: {} };
+    return {
+      key, jobsDigest: digest, submitFile: abs, projectUrl: project.url, authenticatorFile: project.authenticatorFile,
+      cluster, createdAt, batches, submitted: [], retired: [], fetched: [], failed: {}, leaseUntil: {},
+    };
   }));
   rec.jobsDigest ??= digest;
+  rec.projectUrl ??= project.url;
+  rec.authenticatorFile ??= project.authenticatorFile;
   if (rec.cluster !== tentativeCluster) {
     // Another submit took the cluster id we parsed with: expand $(Cluster) again.
     desc = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster: rec.cluster });
@@ -155,16 +160,18 @@ function jobsDigest(desc: SubmitDescription): string {
 }
 
 /** One project and account for the whole file: from the file, else from the options. */
-function projectOfFile(g: GlobalOptions, file: string, desc: SubmitDescription): { url: string; authenticator: string } {
+function projectOfFile(g: GlobalOptions, file: string, desc: SubmitDescription): { url: string; authenticator: string; authenticatorFile: string } {
   const urls = new Set(desc.procs.map((p) => p.projectUrl).filter((u): u is string => !!u));
   const auths = new Set(desc.procs.map((p) => p.authenticatorFile).filter((u): u is string => !!u));
   if (urls.size > 1) throw new UsageError(`${file}: jobs name different grid_resource URLs; submit one project per file`);
   if (auths.size > 1) throw new UsageError(`${file}: jobs name different boinc_authenticator_file values; use one per file`);
-  return projectFrom({ ...g, projectUrl: g.projectUrl ?? [...urls][0], authenticatorFile: [...auths][0] ?? g.authenticatorFile }, {
+  const authenticatorFile = [...auths][0] ?? g.authenticatorFile;
+  const project = projectFrom({ ...g, projectUrl: g.projectUrl ?? [...urls][0], authenticatorFile }, {
     // (A URL in the file was checked when the file was read.)
     url: g.projectUrl !== undefined ? CLI_SETTING.url : `grid_resource in ${file} ("boinc <url>") or ${CLI_SETTING.url}`,
     authenticatorFile: `boinc_authenticator_file in ${file} or ${CLI_SETTING.authenticatorFile}`,
   });
+  return { ...project, authenticatorFile: path.resolve(authenticatorFile!) };
 }
 
 /**

@@ -24,6 +24,9 @@ export interface SubmitRecord {
   jobsDigest?: string;
   /** Absolute path of the submit file. */
   submitFile: string;
+  /** The project and the authenticator file's absolute path (never the authenticator): for cancel and status. */
+  projectUrl?: string;
+  authenticatorFile?: string;
   cluster: number;
   /** Unix time in the batch names. */
   createdAt: number;

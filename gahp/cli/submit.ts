@@ -77,6 +77,10 @@ export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions
   });
   const { rec, procsByApp, procByJob } = plan;
   out(`cluster ${rec.cluster}: ${plural(procByJob.size, 'job')} in ${plural(procsByApp.size, 'batch', 'batches')} on ${plan.project.url}`);
+  if (rec.cancelled) {
+    out(`cluster ${rec.cluster} was cancelled; to submit it again as a new cluster, run: ${submitCommand(g, plan, ['--new'])}`);
+    return EXIT_FAILED;
+  }
   if ([...procsByApp.keys()].every((app) => rec.retired.includes(rec.batches[app]!))) {
     out(`cluster ${rec.cluster} is already complete (batches retired); to submit it again as a new cluster, run: ${submitCommand(g, plan, ['--new'])}`);
     return Object.keys(rec.failed).length ? EXIT_FAILED : EXIT_OK;

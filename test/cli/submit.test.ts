@@ -535,3 +535,41 @@ test('an edited submit file (issue 37, item 3): a comment keeps the cluster; cha
     await own.close();
   }
 });
+
+test('cancel a cluster by its file or number (issue 37, item 4): jobs aborted, batches retired, status says cancelled; status --server asks the server', async () => {
+  const own = await startTestServer();
+  try {
+    fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
+    fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+    writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue 3'], own.url);
+    writeSubmitFile('two.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue 2'], own.url);
+    expect((await submit('job.sub', '--no-wait')).code).toBe(0);
+    expect((await submit('two.sub', '--no-wait')).code).toBe(0);
+    const [one, two] = own.batches();
+    own.advanceJob(one!.jobNames[0]!, 'DONE');
+
+    // The server's view, with no --project-url: the project and account from the records.
+    const st = await runCli(['--state-dir', state(), 'status', '--server'], { cwd: dir });
+    expect(st.code).toBe(0);
+    expect(st.stdout).toMatch(new RegExp(`^cluster 1 of ${dir}/job\\.sub: not finished \\(1 batch\\)$`, 'm'));
+    expect(st.stdout).toContain(`${one!.name}\n  cluster 1 of ${dir}/job.sub: not finished\n`);
+    expect(st.stdout).toMatch(/^ {2}the server says: DONE 1, NOT_STARTED 2$/m);
+
+    const c = await runCli(['--state-dir', state(), 'cancel', 'job.sub'], { cwd: dir });
+    expect(c.code).toBe(0);
+    expect(c.stdout).toBe(`cancelled cluster 1 (${dir}/job.sub): 2 unfinished jobs aborted, 1 batch retired; the outputs of 1 finished job, never fetched, are given up\n`);
+    const byNumber = await runCli(['--state-dir', state(), 'cancel', '2'], { cwd: dir });
+    expect(byNumber.stdout).toBe(`cancelled cluster 2 (${dir}/two.sub): 2 unfinished jobs aborted, 1 batch retired\n`);
+    expect(own.batches().map((b) => b.state)).toEqual([4, 4]);
+    expect(own.jobs(two!.name).every((j) => j.aborted)).toBe(true);
+
+    const after = await runCli(['--state-dir', state(), 'status', '--all'], { cwd: dir });
+    expect(after.stdout).toMatch(new RegExp(`^cluster 1 of ${dir}/job\\.sub: cancelled \\(1 batch\\)$`, 'm'));
+    expect(after.stdout).toContain(`${two!.name}\n  cluster 2 of ${dir}/two.sub: cancelled\n`);
+    const again = await submit('job.sub');
+    expect(again.code).toBe(1);
+    expect(again.stdout).toMatch(/^cluster 1 was cancelled; to submit it again as a new cluster, run: \S+ --state-dir \S+ submit job\.sub --new$/m);
+  } finally {
+    await own.close();
+  }
+});
