@@ -47,8 +47,24 @@ export async function openGahp(g: GlobalOptions, project: Project): Promise<Gahp
   return client;
 }
 
-async function withProject(g: GlobalOptions, fn: (client: GahpClient) => Promise<number>): Promise<number> {
-  const client = await openGahp(g, projectFrom(g));
+/**
+ * The project of the options; without --project-url, that of the batches (or jobs) named
+ * when the ledger recorded them, the account from the options or else from the record of
+ * the `submit` cluster they belong to (its authenticator file's path: submit-state.ts).
+ */
+function projectOfNames(g: GlobalOptions, names: { batches?: string[]; jobs?: string[] }): Project {
+  if (g.projectUrl !== undefined) return projectFrom(g);
+  const stateDir = g.stateDir ?? defaultStateDir();
+  if (!fs.existsSync(stateDir)) return projectFrom(g);
+  const recorded = JournalLedger.readOnly(stateDir).list().find((b) =>
+    (names.batches ?? []).includes(b.name) || (names.jobs ?? []).some((j) => b.jobs[j] !== undefined));
+  if (!recorded) return projectFrom(g);
+  const cluster = new SubmitStore(stateDir).all().find((r) => Object.values(r.batches).includes(recorded.name));
+  return projectFrom({ ...g, projectUrl: recorded.projectUrl, authenticatorFile: g.authenticatorFile ?? cluster?.authenticatorFile });
+}
+
+async function withProject(g: GlobalOptions, fn: (client: GahpClient) => Promise<number>, names: { batches?: string[]; jobs?: string[] } = {}): Promise<number> {
+  const client = await openGahp(g, projectOfNames(g, names));
   try {
     return await fn(client);
   } finally {
@@ -133,7 +149,7 @@ export async function fetchCmd(g: GlobalOptions, jobName: string, o: FetchOption
     if (!r) return EXIT_FAILED;
     process.stdout.write(`ok: outputs of ${jobName} are in ${iwd} (exit status ${r[0]}, wall clock ${r[1]} s, cpu ${r[2]} s)\n`);
     return EXIT_OK;
-  });
+  }, { jobs: [jobName] });
 }
 
 export async function abortCmd(g: GlobalOptions, jobNames: string[]): Promise<number> {
@@ -142,16 +158,31 @@ export async function abortCmd(g: GlobalOptions, jobNames: string[]): Promise<nu
     if (!r) return EXIT_FAILED;
     process.stdout.write(`ok: aborted ${jobNames.length} job${jobNames.length === 1 ? '' : 's'}\n`);
     return EXIT_OK;
-  });
+  }, { jobs: jobNames });
 }
 
+/**
+ * `retire`: BOINC_RETIRE_BATCH, saying what it gave up: the batch's jobs are asked first,
+ * and the unfinished ones (which will not run) and the finished ones (whose outputs can no
+ * longer be fetched) are counted in the answer.
+ */
 export async function retireCmd(g: GlobalOptions, batchName: string): Promise<number> {
   return withProject(g, async (client) => {
+    let abandoned = '';
+    try {
+      const q = await client.call('BOINC_QUERY_BATCHES', ['0', '1', batchName]);
+      const statuses = q.slice(3).filter((_t, i) => i % 2 === 0);
+      const unfinished = statuses.filter((st) => st !== 'DONE' && st !== 'ERROR').length;
+      const done = statuses.filter((st) => st === 'DONE').length;
+      abandoned = `; given up: ${unfinished} unfinished job${unfinished === 1 ? '' : 's'} (they will not run) and the outputs of ${done} finished job${done === 1 ? '' : 's'} (no longer fetchable)`;
+    } catch (err) {
+      if (!(err instanceof GahpResultError)) throw err;
+    }
     const r = await callReporting(client, g, `retiring ${batchName}`, 'BOINC_RETIRE_BATCH', [batchName]);
     if (!r) return EXIT_FAILED;
-    process.stdout.write(`ok: retired ${batchName}\n`);
+    process.stdout.write(`ok: retired ${batchName}${abandoned}\n`);
     return EXIT_OK;
-  });
+  }, { batches: [batchName] });
 }
 
 /** `query`: the server's view of batches (BOINC_QUERY_BATCHES with min_mod_time 0). */
@@ -181,7 +212,7 @@ export async function queryCmd(g: GlobalOptions, batchNames: string[], o: { json
       for (const [job, status] of Object.entries(b.jobs)) process.stdout.write(`  ${job}  ${status}\n`);
     }
     return EXIT_OK;
-  });
+  }, { batches: batchNames });
 }
 
 export interface LeaseOptions {
@@ -207,7 +238,7 @@ export async function leaseCmd(g: GlobalOptions, batchName: string, o: LeaseOpti
     if (!r) return EXIT_FAILED;
     process.stdout.write(`ok: ${batchName} is leased until ${new Date(until * 1000).toISOString()} (${until})\n`);
     return EXIT_OK;
-  });
+  }, { batches: [batchName] });
 }
 
 export interface StatusOptions {

@@ -573,3 +573,30 @@ test('cancel a cluster by its file or number (issue 37, item 4): jobs aborted, b
     await own.close();
   }
 });
+
+test('query, lease, fetch and retire of a recorded batch take its project from the record; retire says what it gives up (issue 37, item 4)', async () => {
+  const own = await startTestServer();
+  try {
+    fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
+    fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+    writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue 3'], own.url);
+    expect((await submit('job.sub', '--no-wait')).code).toBe(0);
+    const batch = own.batches()[0]!;
+    own.advanceJob(batch.jobNames[0]!, 'DONE');
+    // No --project-url, no --authenticator-file: both from the records.
+    const cli = (...args: string[]) => runCli(['--state-dir', state(), ...args], { cwd: dir });
+    const q = await cli('query', batch.name);
+    expect(q.code).toBe(0);
+    expect(q.stdout).toMatch(/^\S+: 3 jobs: DONE 1, NOT_STARTED 2$/m);
+    expect((await cli('lease', batch.name, '--hours', '2')).code).toBe(0);
+    const f = await cli('fetch', batch.jobNames[0]!, '-d', dir);
+    expect(f.code).toBe(0);
+    expect(fs.readFileSync(path.join(dir, 'out'), 'latin1')).toBe('X\n');
+    const r = await cli('retire', batch.name);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(`ok: retired ${batch.name}; given up: 2 unfinished jobs (they will not run) and the outputs of 1 finished job (no longer fetchable)\n`);
+    expect(own.batches()[0]!.state).toBe(4);
+  } finally {
+    await own.close();
+  }
+});
