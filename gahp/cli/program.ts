@@ -219,6 +219,13 @@ export async function runCommandLine(
       program.action(async (opts: GahpCliOptions) => {
         code = await gahpOrPrompt(opts);
       });
+    } else {
+      // A subcommand's reader that stops early (`boinc-gahp query ... | head -1`) is no
+      // error: the command ends quietly, as cat does, instead of as an internal error.
+      process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EPIPE') throw err;
+        process.exit(0);
+      });
     }
     await program.parseAsync(argv);
   } catch (err) {

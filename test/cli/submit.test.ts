@@ -600,3 +600,17 @@ test('query, lease, fetch and retire of a recorded batch take its project from t
     await own.close();
   }
 });
+
+test('query ... | head -1 ends quietly when head has read its line (issue 37, item 6)', async () => {
+  fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+  writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue 5']);
+  const first = await submit('job.sub', '--no-wait');
+  const batch = /^batch (\S+)$/m.exec(first.stdout)![1]!;
+  // The batch a thousand times over: far more than a pipe holds, so writes go on after head exits.
+  const words = ['--state-dir', state(), 'query', ...Array<string>(1000).fill(batch)].map((w) => `'${w}'`).join(' ');
+  const script = `( '${process.execPath}' '${GAHP_BIN}' ${words}; echo $? > code ) 2> err | head -1`;
+  const r = await startCli(['-c', script], { command: 'sh', cwd: dir }).exited;
+  expect(r.stdout).toMatch(/^\S+: 5 jobs: /);
+  expect(fs.readFileSync(path.join(dir, 'err'), 'utf8')).toBe('');
+  expect(fs.readFileSync(path.join(dir, 'code'), 'utf8').trim()).toBe('0');
+});
