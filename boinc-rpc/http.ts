@@ -142,6 +142,10 @@ export class HttpClient {
       return new HttpFailure(code, `certificate problem with ${url.host}: ${message} (${code}); trusted: ${trust}`, 'tls');
     }
     if (answered) return new HttpFailure('ECONNRESET', 'the connection closed before the reply was complete');
+    // OpenSSL's text for a plain-HTTP answer to a TLS hello, said plainly.
+    if (url.protocol === 'https:' && /wrong version number/i.test(message)) {
+      return new HttpFailure(code, `${url.host} does not speak TLS on this port: should the project URL begin with http:// instead of https://? (OpenSSL: wrong version number)`, 'tls');
+    }
     return new HttpFailure(code, message);
   }
 

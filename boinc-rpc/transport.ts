@@ -294,7 +294,9 @@ export class Transport {
       });
     }
     if (status < 200 || status >= 300) {
-      const where = status >= 300 && status < 400 && res.headers.location ? ` (redirect to ${res.headers.location})` : '';
+      // A 404 most often means the URL is not the project's master URL: name what was asked.
+      const where = status >= 300 && status < 400 && res.headers.location ? ` (redirect to ${res.headers.location})`
+        : status === 404 ? ` for ${withoutCredentials(url)}: is ${withoutCredentials(url.slice(0, url.length - script.length))} the project's master URL (the one its ${script} is under)?` : '';
       throw new BoincRpcError(rpc, 'protocol', `HTTP ${status}${res.statusMessage ? ' ' + res.statusMessage : ''}${where}`, {
         httpStatus: status,
       });
@@ -396,5 +398,17 @@ export class Transport {
     // `closed` and fail; calls in flight fail when their sockets are destroyed.
     this.closed = true;
     this.http.destroy();
+  }
+}
+
+/** A URL to print: its user and password (Basic authorization) left out. */
+function withoutCredentials(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = '';
+    u.password = '';
+    return u.toString();
+  } catch {
+    return '(not a URL)';
   }
 }

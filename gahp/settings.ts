@@ -85,9 +85,12 @@ export function readAuthenticatorFile(file: string): AuthenticatorFile {
   let text: string;
   let mode: number;
   try {
-    mode = fs.statSync(abs).mode;
+    const st = fs.statSync(abs);
+    if (st.isDirectory()) throw new ConfigError(what, 'is a directory', `name the file that holds the account's authenticator (in ${abs}?), not its directory`);
+    mode = st.mode;
     text = fs.readFileSync(abs, 'utf8');
   } catch (err) {
+    if (err instanceof ConfigError) throw err;
     const e = err as NodeJS.ErrnoException;
     const fix = e.code === 'ENOENT'
       ? `write the account's authenticator (the project web site's account keys page) into ${abs} as one line, then chmod 600 ${abs}`
@@ -96,6 +99,10 @@ export function readAuthenticatorFile(file: string): AuthenticatorFile {
   }
   const lines = text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0);
   if (lines.length === 0) throw new ConfigError(what, 'is empty', `write the account's authenticator into ${abs} as one line`);
+  // (The line itself is never shown: it may be the authenticator with a typo.)
+  if (/\s/.test(lines[0]!) || lines[0]!.startsWith('#')) {
+    throw new ConfigError(what, 'its first line is not an authenticator (it holds a blank or begins with "#")', `put the account's authenticator alone on the first line of ${abs}`);
+  }
   return { authenticator: lines[0]!, lines: lines.length, mode };
 }
 

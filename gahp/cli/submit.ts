@@ -190,6 +190,15 @@ class SubmitRun {
     return [
       '--protocol', '--state-dir', this.plan.stateDir,
       ...(g.log ? ['--log', g.log] : []), ...(g.debug ? ['--debug'] : []),
+      ...(g.logLevel ? ['--log-level', g.logLevel] : []),
+      ...(g.maxLog !== undefined ? ['--max-log', String(g.maxLog)] : []),
+      ...(g.maxNumLog !== undefined ? ['--max-num-log', String(g.maxNumLog)] : []),
+      ...(g.proxy !== undefined ? ['--proxy', g.proxy] : []),
+      ...(g.noProxy !== undefined ? ['--no-proxy', g.noProxy] : []),
+      ...(g.caFile !== undefined ? ['--ca-file', g.caFile] : []),
+      ...(g.maxFileUploads !== undefined ? ['--max-file-uploads', String(g.maxFileUploads)] : []),
+      ...(g.postMaxSize !== undefined ? ['--post-max-size', String(g.postMaxSize)] : []),
+      ...(g.uploadMaxFilesize !== undefined ? ['--upload-max-filesize', String(g.uploadMaxFilesize)] : []),
       ...(g.rpcTimeout ? ['--rpc-timeout', String(g.rpcTimeout)] : []),
       // No gridmanager call timeout here: no deadline unless one was asked for.
       '--command-timeout', String(g.commandTimeout ?? 0),

@@ -614,3 +614,41 @@ test('query ... | head -1 ends quietly when head has read its line (issue 37, it
   expect(fs.readFileSync(path.join(dir, 'err'), 'utf8')).toBe('');
   expect(fs.readFileSync(path.join(dir, 'code'), 'utf8').trim()).toBe('0');
 });
+
+describe('messages that say what to fix (issue 37, item 6)', () => {
+  const ping = (...args: string[]) => runCli(['--state-dir', state(), ...args, 'ping'], { cwd: dir, timeoutMs: 60_000 });
+
+  test('an https URL on an http port and a URL that is not the master URL (HTTP 404) are named as such', async () => {
+    const auth = path.join(dir, 'auth.txt');
+    const tls = await ping('--project-url', server.url.replace('http://', 'https://'), '--authenticator-file', auth);
+    expect(tls.code).toBe(1);
+    expect(tls.stderr).toMatch(/127\.0\.0\.1:\d+ does not speak TLS on this port: should the project URL begin with http:\/\/ instead of https:\/\/\?/);
+    const wrong = `${server.url}nothing-here/`;
+    const nf = await ping('--project-url', wrong, '--authenticator-file', auth);
+    expect(nf.code).toBe(1);
+    expect(nf.stderr).toMatch(/HTTP 404 .*for http:\/\/127\.0\.0\.1:\d+\/\S+\/nothing-here\/\S+\.php: is http:\/\/127\.0\.0\.1:\d+\/\S+\/nothing-here\/ the project's master URL/);
+  });
+
+  test('an authenticator file that is a directory or whose first line is a comment is a configuration error (exit 2), the line never shown', async () => {
+    fs.mkdirSync(path.join(dir, 'keys'));
+    const d = await ping('--project-url', server.url, '--authenticator-file', path.join(dir, 'keys'));
+    expect(d.code).toBe(2);
+    expect(d.stderr).toMatch(/authenticator file \S+\/keys: is a directory {2}-> fix: name the file that holds the account's authenticator \(in \S+\/keys\?\), not its directory/);
+    expect(d.stderr).not.toMatch(/chmod/);
+    fs.writeFileSync(path.join(dir, 'commented.txt'), '# my key\n' + server.authenticator + '\n', { mode: 0o600 });
+    const c = await ping('--project-url', server.url, '--authenticator-file', path.join(dir, 'commented.txt'));
+    expect(c.code).toBe(2);
+    expect(c.stderr).toMatch(/its first line is not an authenticator \(it holds a blank or begins with "#"\) {2}-> fix: put the account's authenticator alone on the first line of /);
+    expect(c.stderr).not.toContain('my key');
+  });
+
+  test('--spawn passes --log-level to the child GAHP', async () => {
+    fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+    writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue']);
+    const log = path.join(dir, 'gahp.log');
+    const r = await runCli(['--state-dir', state(), '--log', log, '--log-level', 'error', 'submit', 'job.sub', '--no-wait', '--spawn'], { cwd: dir });
+    expect(r.code).toBe(0);
+    // At the default level (info) the child would log its start and its commands.
+    expect(fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '').toBe('');
+  });
+});

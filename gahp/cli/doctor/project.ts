@@ -58,7 +58,10 @@ export async function checkReachable(ctx: DoctorContext, report: Report, url: UR
   } catch (err) {
     if (!(err instanceof ProbeFailure)) throw err;
     const before = err.steps.length ? `${err.steps.join(', ')}, then ` : '';
-    report.fail('project', what, `${before}${err.step.toUpperCase()} failed: ${err.message}`, STEP_FIX[err.step]!);
+    // A plain-HTTP answer to TLS is the URL's scheme, not a certificate (probe.ts names it).
+    const fix = err.step === 'tls' && /wrong version number|an http:\/\/ URL\?/.test(err.message)
+      ? `write the project URL with http:// instead of https:// (the server answers plain HTTP on ${url.host})` : STEP_FIX[err.step]!;
+    report.fail('project', what, `${before}${err.step.toUpperCase()} failed: ${err.message}`, fix);
     return false;
   }
 }
