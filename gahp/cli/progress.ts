@@ -1,8 +1,13 @@
 /**
  * A one-line progress display for people: on a terminal, a spinner (or a bar when a total
  * is known) with the elapsed time, redrawn in place; elsewhere, a plain line each time the
- * text changes (no control characters in logs and pipes).
+ * text changes (no control characters in logs and pipes), but a count (a text with a
+ * done/total pair) at most every PLAIN_COUNT_INTERVAL_MS and when it is complete: a log of a
+ * 300-job run holds a few count lines, not one per step.
  */
+
+/** Off a terminal, the least time between two printed counts. */
+const PLAIN_COUNT_INTERVAL_MS = 30_000;
 
 const FRAMES = ['|', '/', '-', '\\'];
 
@@ -25,6 +30,8 @@ export class ProgressLine {
   private frame = 0;
   private text = '';
   private lastPrinted = '';
+  /** When a count was last printed off a terminal (ms since epoch). */
+  private lastCountAt = -Infinity;
   private timer: NodeJS.Timeout | undefined;
   private done?: number;
   private total?: number;
@@ -47,6 +54,10 @@ export class ProgressLine {
     this.total = total;
     if (this.tty) this.draw();
     else if (this.enabled && text !== this.lastPrinted) {
+      if (total !== undefined && done !== undefined && done < total) {
+        if (Date.now() - this.lastCountAt < PLAIN_COUNT_INTERVAL_MS) return;
+        this.lastCountAt = Date.now();
+      }
       this.lastPrinted = text;
       this.out.write(`${text}\n`);
     }

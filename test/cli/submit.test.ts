@@ -652,3 +652,13 @@ describe('messages that say what to fix (issue 37, item 6)', () => {
     expect(fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '').toBe('');
   });
 });
+
+test('off a terminal, a many-job run prints a few count lines, not one per step (issue 37, item 6)', async () => {
+  fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+  writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'transfer_output_files = out', 'transfer_output_remaps = "out = out.$(Process)"', 'queue 40']);
+  const r = await submit('job.sub');
+  if (r.code !== 0) throw new Error(`exit ${r.code}: ${r.stderr}${r.stdout}`);
+  const counts = r.stderr.split('\n').filter((l) => /^(fetching outputs: |\d+ jobs: )/.test(l));
+  expect(counts.length).toBeGreaterThan(0);
+  expect(counts.length).toBeLessThanOrEqual(4);
+}, 60_000);
