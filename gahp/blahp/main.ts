@@ -20,7 +20,7 @@ import { errorLine } from './classad.js';
 import { blahpJobId, jobNameFromId } from './names.js';
 import { writeFinalRecord } from './quick.js';
 import { statusLines } from './status.js';
-import { errorMessage } from '../util.js';
+import { errorMessage, oneEditApart } from '../util.js';
 import { makeDirs } from '../dirs.js';
 
 const USAGE = 'usage: boinc-gahp blahp <submit|status|cancel|hold|resume|ping|fetch> ... | boinc-gahp blahp install [<libexec dir>] [--force] | boinc-gahp blahp uninstall [<libexec dir>] | boinc-gahp blahp where';
@@ -59,9 +59,13 @@ export async function blahpMain(args: readonly string[]): Promise<number> {
       return pingAction();
     case 'fetch':
       return fetchAction();
-    default:
+    default: {
+      const actions = ['install', 'uninstall', 'where', 'submit', 'status', 'cancel', 'hold', 'resume', 'ping', 'fetch'];
+      const meant = action === undefined ? undefined : actions.find((a) => oneEditApart(action, a));
+      if (meant) await write(process.stderr, `boinc-gahp blahp: unknown action "${action}": did you mean "${meant}"?\n`);
       await write(process.stderr, `${USAGE}\n`);
       return 2;
+    }
   }
 }
 

@@ -8,6 +8,7 @@ import { DEFAULT_COMMAND_TIMEOUT_MS } from '../create-services.js';
 import { GAHP_VERSION } from '../version.js';
 import { EXIT_USAGE, type GahpCliOptions, type GlobalOptions } from './options.js';
 import { UsageError } from '../settings.js';
+import { oneEditApart } from '../util.js';
 import { abortCmd, fetchCmd, leaseCmd, pingCmd, queryCmd, retireCmd, statusCmd } from './subcommands.js';
 import { SubmitFileError } from './submit-file.js';
 import { parsePhpSize } from '../../boinc-rpc/upload-limits.js';
@@ -215,7 +216,14 @@ export async function runCommandLine(
     // commander's suggestion ("unknown command 'submitt' (Did you mean submit?)"); with an
     // action it would take the word for an argument ("too many arguments"). So the GAHP
     // (the program's action) is only set when the command line names no command.
-    if (program.parseOptions(argv.slice(2)).operands.length === 0) {
+    const { operands } = program.parseOptions(argv.slice(2));
+    // `help <typo>`: commander would print the whole help; name the command meant instead.
+    if (operands[0] === 'help' && operands[1] !== undefined && !program.commands.some((c) => c.name() === operands[1])) {
+      const meant = program.commands.map((c) => c.name()).find((n) => oneEditApart(operands[1]!, n));
+      process.stderr.write(`boinc-gahp: no command "${operands[1]}"${meant ? `: did you mean "${meant}"? (boinc-gahp help ${meant})` : ' (boinc-gahp --help lists them)'}\n`);
+      return EXIT_USAGE;
+    }
+    if (operands.length === 0) {
       program.action(async (opts: GahpCliOptions) => {
         code = await gahpOrPrompt(opts);
       });

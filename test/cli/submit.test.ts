@@ -662,3 +662,13 @@ test('off a terminal, a many-job run prints a few count lines, not one per step 
   expect(counts.length).toBeGreaterThan(0);
   expect(counts.length).toBeLessThanOrEqual(4);
 }, 60_000);
+
+test('help sumbit and blahp instal name the command meant (issue 37, item 6)', async () => {
+  const h = await runCli(['help', 'sumbit']);
+  expect(h.code).toBe(2);
+  expect(h.stderr).toBe('boinc-gahp: no command "sumbit": did you mean "submit"? (boinc-gahp help submit)\n');
+  expect(h.stdout).toBe('');
+  const b = await runCli(['blahp', 'instal']);
+  expect(b.code).toBe(2);
+  expect(b.stderr).toMatch(/^boinc-gahp blahp: unknown action "instal": did you mean "install"\?\n/);
+});
