@@ -169,6 +169,8 @@ class SubmitRun {
   private serverTime = '0';
   private readonly rec: SubmitRecord;
   private readonly allJobs: string[];
+  /** The batch whose BOINC_SUBMIT is in flight, if one is. */
+  private submitting: string | undefined;
   /** When this run began: --timeout counts from here. */
   private readonly started = Date.now();
   /** Made when a job failed (failureRpc). */
@@ -206,15 +208,34 @@ class SubmitRun {
     ];
   }
 
+  /**
+   * Ctrl-C (or SIGTERM): the first stops after the step in flight (a BOINC_SUBMIT goes on to
+   * its end, saying so at once); a second stops at once, saying what is left. Either way a
+   * resume submits nothing twice (BOINC_SUBMIT is repeat-safe, docs/architecture.md).
+   */
+  private onSignal = (): void => {
+    if (!this.stop.signal.aborted) {
+      this.stop.abort();
+      if (this.submitting !== undefined) {
+        this.progress.log(`stopping once the submit of ${this.submitting} in flight has ended (Ctrl-C again to stop at once)`);
+      }
+      return;
+    }
+    this.progress.stop();
+    const left = this.submitting !== undefined ? `the submit of ${this.submitting} was cut short (a resume finishes it); ` : '';
+    process.stderr.write(`boinc-gahp: stopped at once: ${left}${this.leaseNote()}; to resume (nothing is submitted twice), run: ${submitCommand(this.g, this.plan)}\n`);
+    process.exit(EXIT_INTERRUPTED);
+  };
+
   async run(): Promise<number> {
-    const onSignal = () => this.stop.abort();
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
+    process.on('SIGINT', this.onSignal);
+    process.on('SIGTERM', this.onSignal);
     try {
       await this.client.startup();
       await this.client.selectProject(this.plan.project.url, this.plan.project.authenticator);
       for (const app of this.plan.procsByApp.keys()) {
         const batch = this.rec.batches[app]!;
+        if (this.stop.signal.aborted) break;
         if (!this.rec.retired.includes(batch) && !this.rec.submitted.includes(batch)) await this.submitBatch(app);
       }
       for (const batch of this.live()) {
@@ -222,7 +243,7 @@ class SubmitRun {
         if (this.leaseEnded(batch) && !(await this.onServer(batch))) return this.batchGone(batch);
         await this.setLease(batch);
       }
-      if (!this.o.wait) {
+      if (!this.o.wait && !this.stop.signal.aborted) {
         this.progress.stop();
         for (const b of this.live()) out(`batch ${b}`);
         out(this.leaseNote());
@@ -238,8 +259,8 @@ class SubmitRun {
       }
       throw err;
     } finally {
-      process.removeListener('SIGINT', onSignal);
-      process.removeListener('SIGTERM', onSignal);
+      process.removeListener('SIGINT', this.onSignal);
+      process.removeListener('SIGTERM', this.onSignal);
       await this.client.close().catch(() => undefined);
       this.rpc?.close();
     }
@@ -338,10 +359,12 @@ class SubmitRun {
     const procs = this.plan.procsByApp.get(app)!;
     this.progress.update(`submitting ${plural(procs.length, 'job')} to ${batch} (hashing and uploading inputs)`);
     this.view = this.progress.tty && !this.o.spawn ? new SubmitProgressView(this.progress, `${app}: ${plural(procs.length, 'job')}`) : undefined;
+    this.submitting = batch;
     try {
       await this.client.call('BOINC_SUBMIT', submitArgs(batch, app, this.rec.cluster, procs));
     } finally {
       this.view = undefined;
+      this.submitting = undefined;
     }
     if (!this.rec.submitted.includes(batch)) this.rec.submitted.push(batch);
     await this.plan.store.save(this.rec);

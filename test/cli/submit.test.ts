@@ -672,3 +672,34 @@ test('help sumbit and blahp instal name the command meant (issue 37, item 6)', a
   expect(b.code).toBe(2);
   expect(b.stderr).toMatch(/^boinc-gahp blahp: unknown action "instal": did you mean "install"\?\n/);
 });
+
+test('Ctrl-C while inputs are staged says at once that it stops after the submit; a second stops at once saying what is left; the resume finishes (issue 37, item 6)', async () => {
+  const own = await startTestServer();
+  try {
+    fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
+    fs.writeFileSync(path.join(dir, 'in.txt'), `staged ${process.pid} ${Date.now()}\n`);
+    writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue 2'], own.url);
+    // The upload is held by the server: the submit is in flight when Ctrl-C comes.
+    own.injectFault({ script: 'job_file.php', rpc: 'upload_files', kind: 'late', delayMs: 8000 });
+    const run = startCli(['--state-dir', state(), 'submit', 'job.sub', '--poll', '0.3'], { cwd: dir });
+    await run.waitFor(/^submitting 2 jobs to /m);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    run.child.kill('SIGINT');
+    await run.waitFor(/^stopping once the submit of \S+ in flight has ended \(Ctrl-C again to stop at once\)$/m);
+    run.child.kill('SIGINT');
+    const r = await run.exited;
+    expect(r.code).toBe(130);
+    expect(r.stderr).toMatch(/^boinc-gahp: stopped at once: the submit of \S+ was cut short \(a resume finishes it\); the server keeps a batch .*; to resume \(nothing is submitted twice\), run: \S+ --state-dir \S+ submit job\.sub$/m);
+
+    own.clearFaults();
+    own.advanceAll();
+    const resumed = startCli(['--state-dir', state(), 'submit', 'job.sub', '--poll', '0.3'], { cwd: dir });
+    await resumed.waitFor(/^submitted condor#/m);
+    own.advanceAll();
+    const done = await resumed.exited;
+    if (done.code !== 0) throw new Error(`exit ${done.code}: ${done.stderr}${done.stdout}`);
+    expect(own.batches().map((b) => b.jobNames.length)).toEqual([2]);
+  } finally {
+    await own.close();
+  }
+});
