@@ -703,3 +703,12 @@ test('Ctrl-C while inputs are staged says at once that it stops after the submit
     await own.close();
   }
 });
+
+test('an authenticator file others can read is warned of by every command, with the fix (issue 37, item 6)', async () => {
+  const auth = path.join(dir, 'open auth.txt');
+  fs.writeFileSync(auth, server.authenticator + '\n');
+  fs.chmodSync(auth, 0o644);
+  const r = await runCli(['--state-dir', state(), '--project-url', server.url, '--authenticator-file', auth, 'ping']);
+  expect(r.code).toBe(0);
+  expect(r.stderr).toBe(`boinc-gahp: warning: the authenticator file ${auth} can be read by its group and other users (mode 0644); it is the account's password: chmod 600 '${auth}'\n`);
+});
