@@ -127,21 +127,25 @@ async function checkAll(prefix: string, workDir: string): Promise<void> {
     const waitMs = Number(process.env.HTCONDOR_CHECK_WAIT ?? 300) * 1000;
     process.stdout.write(`BOINC project: ${project.settings.url} (${project.settings.bundled ? 'bundled test server' : 'from the environment'}), app ${project.settings.app}\n`);
 
+    // HTCONDOR_CHECK_ROUTES: a comma-separated choice among boinc, direct, blahpd (default: all this HTCondor has).
+    const chosen = (process.env.HTCONDOR_CHECK_ROUTES ?? 'boinc,direct,blahpd').split(',').map((r) => r.trim());
     const probe = await knowsBoincGridType(prefix, path.join(workDir, 'probe'));
-    if (probe.yes) {
+    if (probe.yes && chosen.includes('boinc')) {
       const dir = path.join(workDir, 'gahp-route');
       await runRoute(prefix, gahpRoute(routeCtx), dir, { project, jobsDir: path.join(dir, 'jobs'), waitMs }, []);
     } else {
-      process.stdout.write(`skip  boinc: this HTCondor has no \`boinc\` grid type (${probe.why})\n`);
+      process.stdout.write(probe.yes ? 'skip  boinc: not chosen (HTCONDOR_CHECK_ROUTES)\n' : `skip  boinc: this HTCondor has no \`boinc\` grid type (${probe.why})\n`);
     }
 
     const hasBlahpd = fs.existsSync(path.join(prefix, 'bin/blahpd'));
-    if (!probe.yes) {
+    if (!probe.yes && chosen.includes('direct')) {
       // Current HTCondor: batch boinc served by the GAHP itself (BOINC_GAHP defined).
       const dir = path.join(workDir, 'direct-route');
       await runRoute(prefix, directBatchRoute(routeCtx), dir, { project, jobsDir: path.join(dir, 'jobs'), waitMs }, []);
     }
-    if (!hasBlahpd) {
+    if (!chosen.includes('blahpd')) {
+      process.stdout.write('skip  batch boinc (blahpd): not chosen (HTCONDOR_CHECK_ROUTES)\n');
+    } else if (!hasBlahpd) {
       process.stdout.write('skip  batch boinc: this HTCondor has no bin/blahpd\n');
     } else if (!hasStockBlahpScripts(prefix)) {
       report(false, 'batch boinc', 'set-up', `no blah_load_config.sh in ${prefix}/libexec/blahp (copy blahp's stock scripts, src/blahp/src/scripts, there)`, 0);
