@@ -136,8 +136,15 @@ export async function submitJob(ctx: BlahpContext, argv: readonly string[], prog
       ctx.log.info(`blahp submit ${spec.key}: repeated; it already is BOINC job ${job.jobName}`);
       return job.jobName;
     }
-    // Its batch still on its way (a leader that died: the next one settles it): wait for it.
-    if (rec?.state === 'claimed') return waitForBatch(ctx, spec);
+    // Its batch still on its way (a leader that died: the next one settles it): this call
+    // is now the one waiting for the job, so its spec names this process (a job whose
+    // submit call is gone is aborted when its batch settles), then it waits.
+    if (rec?.state === 'claimed') {
+      const file = jobSpecFile(ctx, claim.batch, claim.n);
+      const held = readJson<JobSpec>(file);
+      if (held) writeJsonAtomic(file, { ...held, pid: process.pid } satisfies JobSpec);
+      return waitForBatch(ctx, spec);
+    }
     // Failed or cancelled: this repeat is a new job.
     spec.key = newSubmitKey();
   }

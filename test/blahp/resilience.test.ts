@@ -35,7 +35,8 @@ test('a leader killed during submit_batch: the next submit settles its batch and
   expect(killed.jobId).toBeNull();
   const inflight = JSON.parse(fs.readFileSync(path.join(env().stateDir, 'blahp', 'pending', 'uppercase.inflight'), 'utf8')) as { batch: string };
 
-  const second = await env().blahpd.submit(job);
+  // Another job (its own sandbox id): the killed call's job is never asked for again.
+  const second = await env().blahpd.submit({ ...job, JobDirectory: `${iwd}-other` });
   expect(second.problem).toBeUndefined();
   expect(second.jobId).toMatch(/^boinc\//);
   const rec = JSON.parse(fs.readFileSync(path.join(env().stateDir, 'blahp', 'batches', `${inflight.batch}.json`), 'utf8')) as BatchRecord;
