@@ -311,7 +311,9 @@ function describeLease(s: BatchSummary): string {
 /** What `submit` knows of a cluster, as `status` shows it. */
 function clusterState(rec: SubmitRecord): string {
   if (rec.cancelled) return 'cancelled';
-  return unfinished(rec) ? 'not finished' : rec.submitted.length ? 'finished' : 'nothing submitted';
+  if (unfinished(rec)) return 'not finished';
+  if (rec.submitted.length) return 'finished';
+  return Object.keys(rec.submitErrors ?? {}).length ? 'submit failed' : 'nothing submitted';
 }
 
 /**
@@ -333,10 +335,14 @@ export async function statusCmd(g: GlobalOptions, o: StatusOptions): Promise<num
   for (const rec of clusters) for (const b of Object.values(rec.batches)) clusterOf.set(b, rec);
   let batches = ledger.list(g.projectUrl ? (g.projectUrl.endsWith('/') ? g.projectUrl : g.projectUrl + '/') : undefined);
   if (!o.all) batches = batches.filter((b) => b.state !== 'retired');
-  const rows: Array<BatchSummary & { cluster?: number; submitFile?: string; clusterState?: string; server?: Record<string, number> | string }> = summarize(batches);
+  const rows: Array<BatchSummary & { cluster?: number; submitFile?: string; clusterState?: string; submitError?: string; server?: Record<string, number> | string }> = summarize(batches);
   for (const r of rows) {
     const rec = clusterOf.get(r.batch);
     if (rec) Object.assign(r, { cluster: rec.cluster, submitFile: rec.submitFile, clusterState: clusterState(rec) });
+    // The ledger keeps a batch whose BOINC_SUBMIT failed as 'creating' or 'staging'; the
+    // cluster's record says it failed, and why.
+    const error = rec?.submitErrors?.[r.batch];
+    if (error !== undefined && (r.state === 'creating' || r.state === 'staging')) Object.assign(r, { state: 'failed', submitError: error });
   }
   let code = EXIT_OK;
   if (o.server) {
@@ -368,7 +374,8 @@ export async function statusCmd(g: GlobalOptions, o: StatusOptions): Promise<num
       `${r.batch}\n` +
       (r.cluster !== undefined ? `  cluster ${r.cluster} of ${r.submitFile}: ${r.clusterState}\n` : '') +
       `  project ${r.project}  app ${r.app}  batch id ${r.batchId ?? '?'}  state ${r.state}\n` +
-      (r.state === 'retired' ? '' : `  ${describeLease(r)}\n`) +
+      (r.submitError !== undefined ? `  BOINC_SUBMIT failed: ${r.submitError}\n` : '') +
+      (r.state === 'retired' || r.state === 'failed' ? '' : `  ${describeLease(r)}\n`) +
       `  ${r.jobs} job${r.jobs === 1 ? '' : 's'}: ${counts}${r.server === undefined ? ' (as last seen here)' : ''}\n` +
       server,
     );

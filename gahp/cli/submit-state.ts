@@ -37,6 +37,8 @@ export interface SubmitRecord {
   fetched: string[];
   failed: Record<string, string>;
   leaseUntil: Record<string, number>;
+  /** batch -> why its last BOINC_SUBMIT failed (removed when one succeeds): for status. */
+  submitErrors?: Record<string, string>;
   /** Set by `boinc-gahp cancel`: its jobs aborted, its batches retired. */
   cancelled?: boolean;
 }

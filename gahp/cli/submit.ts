@@ -362,10 +362,18 @@ class SubmitRun {
     this.submitting = batch;
     try {
       await this.client.call('BOINC_SUBMIT', submitArgs(batch, app, this.rec.cluster, procs));
+    } catch (err) {
+      // Kept for `status`, which would otherwise know the batch only as the ledger's 'creating'.
+      if (err instanceof GahpResultError) {
+        this.rec.submitErrors = { ...this.rec.submitErrors, [batch]: asLines(err.message) };
+        await this.plan.store.save(this.rec);
+      }
+      throw err;
     } finally {
       this.view = undefined;
       this.submitting = undefined;
     }
+    if (this.rec.submitErrors) delete this.rec.submitErrors[batch];
     if (!this.rec.submitted.includes(batch)) this.rec.submitted.push(batch);
     await this.plan.store.save(this.rec);
     this.progress.log(`submitted ${batch} (${plural(procs.length, 'job')})`);

@@ -574,6 +574,37 @@ test('cancel a cluster by its file or number (issue 37, item 4): jobs aborted, b
   }
 });
 
+test('status shows a batch whose BOINC_SUBMIT failed as failed, with the error, not as creating (issue 37, item 4)', async () => {
+  const own = await startTestServer();
+  try {
+    fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
+    fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+    writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue 2'], own.url);
+    own.injectFault({ script: 'submit_rpc_handler.php', rpc: 'create_batch', kind: 'error-reply', message: 'batch limit reached', count: 1000 });
+    const s = await submit('job.sub', '--no-wait');
+    expect(s.code).toBe(1);
+    expect(s.stderr).toMatch(/BOINC_SUBMIT failed: .*batch limit reached/);
+
+    const st = await runCli(['--state-dir', state(), 'status'], { cwd: dir });
+    expect(st.code).toBe(0);
+    expect(st.stdout).toMatch(new RegExp(`^cluster 1 of ${dir}/job\\.sub: submit failed \\(1 batch\\)$`, 'm'));
+    expect(st.stdout).toMatch(/ state failed\n {2}BOINC_SUBMIT failed: .*batch limit reached\n/);
+    expect(st.stdout).not.toMatch(/creating/);
+    const json = JSON.parse((await runCli(['--state-dir', state(), 'status', '--json'], { cwd: dir })).stdout) as Array<{ state: string; submitError?: string }>;
+    expect(json.map((b) => b.state)).toEqual(['failed']);
+    expect(json[0]!.submitError).toMatch(/batch limit reached/);
+
+    // Once a resume submits it, the error is gone.
+    own.clearFaults();
+    expect((await submit('job.sub', '--no-wait')).code).toBe(0);
+    const ok = await runCli(['--state-dir', state(), 'status'], { cwd: dir });
+    expect(ok.stdout).toMatch(/ state submitted\n/);
+    expect(ok.stdout).not.toMatch(/failed/);
+  } finally {
+    await own.close();
+  }
+});
+
 test('query, lease, fetch and retire of a recorded batch take its project from the record; retire says what it gives up (issue 37, item 4)', async () => {
   const own = await startTestServer();
   try {
