@@ -12,12 +12,14 @@ import {
   parseCompletedJob,
   parseQueryBatch,
   parseQueryBatch2,
+  parseQueryBatches,
   parseQueryJob,
   parseSuccess,
   parseTemplates,
 } from './replies.js';
 import type {
   AppTemplates,
+  BatchListing,
   BoincClientOptions,
   CallOptions,
   BoincRpc,
@@ -224,6 +226,18 @@ export class BoincClient implements BoincRpc {
       req.signal,
       undefined,
       { jobErrorFlags: req.jobDetails === true },
+    );
+  }
+
+  /** query_batches: every batch of the account that is not retired. */
+  async queryBatches(opts: CallOptions = {}): Promise<BatchListing[]> {
+    return this.call(
+      'query_batches',
+      SUBMIT,
+      () => this.req('query_batches').toString(),
+      true,
+      (t) => parseQueryBatches('query_batches', t),
+      opts.signal,
     );
   }
 

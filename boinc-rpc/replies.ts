@@ -4,7 +4,7 @@
  * query_batch2 reply of 100k jobs costs little more than its own string.
  */
 import { BoincRpcError } from './errors.js';
-import type { AppTemplates, CompletedJob, JobInstance, QueryBatch2Reply, QueryBatchReply } from './types.js';
+import type { AppTemplates, BatchListing, CompletedJob, JobInstance, QueryBatch2Reply, QueryBatchReply } from './types.js';
 import { allTagTexts, decodeEntities, intValue, optNumber, tagText, textValue } from './xml.js';
 
 function protocol(rpc: string, message: string): BoincRpcError {
@@ -139,6 +139,35 @@ export function parseQueryBatch(rpc: string, text: string): QueryBatchReply {
   const expire = optNumber(head('expire_time'));
   if (expire !== undefined) reply.expireTime = expire;
   return reply;
+}
+
+/** query_batches: one `<batch>` of batch parameters per batch of the account not retired. */
+export function parseQueryBatches(rpc: string, text: string): BatchListing[] {
+  const batches: BatchListing[] = [];
+  for (let pos = 0; ;) {
+    const b = text.indexOf('<batch>', pos);
+    if (b < 0) return batches;
+    const be = text.indexOf('</batch>', b + 7);
+    if (be < 0) throw protocol(rpc, 'unterminated <batch>');
+    const seg = text.slice(b + 7, be);
+    const name = tagText(seg, 'name');
+    const batch: BatchListing = {
+      id: intValue(rpc, 'id', tagText(seg, 'id')),
+      name: name === undefined ? '' : textValue(name),
+      state: intValue(rpc, 'state', tagText(seg, 'state')),
+      njobs: optNumber(tagText(seg, 'njobs')) ?? 0,
+      nerrorJobs: optNumber(tagText(seg, 'nerror_jobs')) ?? 0,
+      fractionDone: optNumber(tagText(seg, 'fraction_done')) ?? 0,
+    };
+    const app = tagText(seg, 'app_name');
+    if (app !== undefined) batch.appName = textValue(app);
+    const created = optNumber(tagText(seg, 'create_time'));
+    if (created !== undefined) batch.createTime = created;
+    const expire = optNumber(tagText(seg, 'expire_time'));
+    if (expire !== undefined) batch.expireTime = expire;
+    batches.push(batch);
+    pos = be + 8;
+  }
 }
 
 /** query_job: one `<instance>` per instance of the job (name, id, state in words, output sizes). */

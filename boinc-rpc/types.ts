@@ -141,6 +141,20 @@ export interface QueryBatchReply {
   jobs: QueryBatchJob[];
 }
 
+/** One batch of a query_batches reply (docs/boinc-server.md): the account's batches not retired. */
+export interface BatchListing {
+  id: number;
+  name: string;
+  /** BOINC batch state number: 0 init, 1 in progress, 2 completed, 3 aborted. */
+  state: number;
+  appName?: string;
+  njobs: number;
+  nerrorJobs: number;
+  fractionDone: number;
+  createTime?: number;
+  expireTime?: number;
+}
+
 export interface CompletedJob {
   errorMask: number;
   canonicalResultId?: number;

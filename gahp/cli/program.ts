@@ -124,7 +124,8 @@ export async function runCommandLine(
     .option('--json', 'machine-readable output')
     .option('--all', 'include retired batches')
     .option('--server', 'ask the server for the job counts of each batch not retired')
-    .action(async (o: { json?: boolean; all?: boolean; server?: boolean }, cmd: Command) => {
+    .option('--account', "instead: every batch the account has on the server (query_batches: all but retired ones), its state and counts, and its cluster and submit file if this machine knows it")
+    .action(async (o: { json?: boolean; all?: boolean; server?: boolean; account?: boolean }, cmd: Command) => {
       code = await statusCmd(globals(cmd), o);
     });
 

@@ -12,6 +12,7 @@ import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js'
 import { checkProjectUrl, CLI_SETTING, defaultStateDir, noAuthenticatorFile, readAuthenticatorFile, UsageError } from '../settings.js';
 import { EXIT_FAILED, EXIT_OK, networkSettings, runOptions, type GlobalOptions } from './options.js';
 import { describeNetwork } from '../../boinc-rpc/network.js';
+import { BoincClient } from '../../boinc-rpc/client.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';
 import type { LedgerBatch } from '../ledger/types.js';
 import { ProgressLine } from './progress.js';
@@ -260,6 +261,8 @@ export interface StatusOptions {
   all?: boolean;
   /** Ask the server for each batch not retired. */
   server?: boolean;
+  /** List every batch the account has on the server instead. */
+  account?: boolean;
 }
 
 export interface BatchSummary {
@@ -324,6 +327,7 @@ function clusterState(rec: SubmitRecord): string {
  */
 export async function statusCmd(g: GlobalOptions, o: StatusOptions): Promise<number> {
   const stateDir = g.stateDir ?? defaultStateDir();
+  if (o.account) return accountBatches(g, stateDir, o);
   if (!fs.existsSync(stateDir)) {
     if (o.json) process.stdout.write('[]\n');
     else process.stdout.write(`no state directory at ${stateDir}: nothing submitted from here yet\n`);
@@ -408,4 +412,86 @@ async function serverCounts(g: GlobalOptions, where: { projectUrl: string; authe
   } finally {
     await client.close();
   }
+}
+
+/** A batch of the account on the server, as `status --account` shows it. */
+interface AccountBatch {
+  project: string;
+  batch: string;
+  batchId: number;
+  app: string;
+  state: string;
+  jobs: number;
+  errorJobs: number;
+  fractionDone: number;
+  leaseExpiresAt?: number;
+  /** Whether this machine's ledger or clusters have the batch. */
+  knownHere: boolean;
+  cluster?: number;
+  submitFile?: string;
+}
+
+/** BOINC's batch states, by number; query_batches lists no retired ones. */
+const BATCH_STATES = ['init', 'in progress', 'completed', 'aborted', 'retired'];
+
+/**
+ * `status --account`: every batch the account has on the server (query_batches: all but
+ * the retired ones), each with whether this machine knows it: its `submit` cluster and
+ * file, or that the ledger has it. The project and account are the options', else those of
+ * the clusters recorded here.
+ */
+async function accountBatches(g: GlobalOptions, stateDir: string, o: StatusOptions): Promise<number> {
+  const known = fs.existsSync(stateDir);
+  const clusters = known ? new SubmitStore(stateDir).all() : [];
+  const where = new Map<string, string | undefined>();
+  if (g.projectUrl) where.set(g.projectUrl, g.authenticatorFile);
+  else for (const rec of clusters) if (rec.projectUrl && !where.has(rec.projectUrl)) where.set(rec.projectUrl, g.authenticatorFile ?? rec.authenticatorFile);
+  if (where.size === 0) where.set('', g.authenticatorFile);
+  const clusterOf = new Map<string, SubmitRecord>();
+  for (const rec of clusters) for (const b of Object.values(rec.batches)) clusterOf.set(b, rec);
+  const ledger = known ? JournalLedger.readOnly(stateDir) : undefined;
+  const rows: AccountBatch[] = [];
+  let code = EXIT_OK;
+  for (const [projectUrl, authenticatorFile] of where) {
+    const project = projectFrom({ ...g, projectUrl: projectUrl || g.projectUrl, authenticatorFile });
+    const rpc = new BoincClient({
+      projectUrl: project.url,
+      authenticator: project.authenticator,
+      ...(g.rpcTimeout ? { timeoutMs: g.rpcTimeout * 1000 } : {}),
+      network: networkSettings(g),
+    });
+    try {
+      for (const b of await rpc.queryBatches()) {
+        const rec = clusterOf.get(b.name);
+        const row: AccountBatch = {
+          project: project.url, batch: b.name, batchId: b.id, app: b.appName ?? '?', state: BATCH_STATES[b.state] ?? String(b.state),
+          jobs: b.njobs, errorJobs: b.nerrorJobs, fractionDone: b.fractionDone, leaseExpiresAt: b.expireTime,
+          knownHere: rec !== undefined || ledger?.get(project.url, b.name) !== undefined,
+        };
+        if (rec) Object.assign(row, { cluster: rec.cluster, submitFile: rec.submitFile });
+        rows.push(row);
+      }
+    } catch (err) {
+      process.stderr.write(`boinc-gahp: query_batches of ${project.url} failed: ${asLines(errorMessage(err))}\n`);
+      code = EXIT_FAILED;
+    } finally {
+      rpc.close();
+    }
+  }
+  if (o.json) {
+    process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
+    return code;
+  }
+  if (rows.length === 0 && code === EXIT_OK) process.stdout.write('the account has no batches on the server (retired ones are not listed)\n');
+  for (const r of rows) {
+    const lease = r.leaseExpiresAt ? `  lease until ${new Date(r.leaseExpiresAt * 1000).toISOString().replace('.000Z', 'Z')}` : '';
+    const here = r.cluster !== undefined ? `cluster ${r.cluster} of ${r.submitFile}` : r.knownHere ? 'in the ledger here (not from submit)' : 'not known here';
+    process.stdout.write(
+      `${r.batch}\n` +
+      `  project ${r.project}  app ${r.app}  batch id ${r.batchId}  state ${r.state}${lease}\n` +
+      `  ${r.jobs} job${r.jobs === 1 ? '' : 's'}, ${r.errorJobs} failed, ${Math.round(r.fractionDone * 100)}% done\n` +
+      `  ${here}\n`,
+    );
+  }
+  return code;
 }

@@ -10,10 +10,14 @@ import {
   parseCompletedJob,
   parseQueryBatch,
   parseQueryBatch2,
+  parseQueryBatches,
   parseSuccess,
   parseTemplates,
 } from '../../boinc-rpc/replies.js';
 import { rejectOf } from '../support/rpc-errors.js';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 const HEADER = '<?xml version="1.0" encoding="ISO-8859-1" ?>\n';
 const DEPRECATED =
@@ -311,4 +315,17 @@ describe('query_batch2 at scale', () => {
     // Parse speed is a figure of `npm run bench` (query_100k_s), not asserted here.
     console.log(`parsed 100x1000 jobs in ${ms.toFixed(0)} ms`);
   });
+});
+
+test("query_batches: the real server's reply (test/fixtures/real-server/23), PHP notices between the batches", () => {
+  const capture = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'real-server', '23-query_batches-all.txt'), 'latin1');
+  const body = capture.slice(capture.indexOf('<?xml', capture.indexOf('--- response ---')));
+  const { text } = checkReply('query_batches', latin1(body), 'query_batches');
+  const batches = parseQueryBatches('query_batches', text);
+  expect(batches).toHaveLength(14);
+  expect(batches[0]).toEqual({
+    id: 15, name: 'condor#bench@vm#uppercase#1796221165', appName: 'uppercase', state: 1, njobs: 40, nerrorJobs: 0,
+    fractionDone: 0, createTime: 1796221165, expireTime: 1796224765,
+  });
+  expect(batches[1]).toMatchObject({ id: 18, name: 'rtcap_1423077fcaca_b1', state: 0, njobs: 0 });
 });

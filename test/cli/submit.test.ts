@@ -605,6 +605,34 @@ test('status shows a batch whose BOINC_SUBMIT failed as failed, with the error, 
   }
 });
 
+test("status --account lists every batch the account has on the server, with its cluster and submit file when known here (issue 37, item 4)", async () => {
+  const own = await startTestServer();
+  try {
+    fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
+    fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+    writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue 3'], own.url);
+    expect((await submit('job.sub', '--no-wait')).code).toBe(0);
+    // The same account from another state directory: a batch this one does not know.
+    const other = path.join(dir, 'other-state');
+    expect((await runCli(['--state-dir', other, 'submit', 'job.sub', '--no-wait'], { cwd: dir })).code).toBe(0);
+    const [mine, theirs] = own.batches();
+    own.advanceJob(mine!.jobNames[0]!, 'DONE');
+
+    // No --project-url: the project and account from the cluster's record.
+    const st = await runCli(['--state-dir', state(), 'status', '--account'], { cwd: dir });
+    expect(st.code).toBe(0);
+    expect(st.stdout).toContain(`${mine!.name}\n  project ${own.url}  app uppercase  batch id ${mine!.id}  state in progress  lease until `);
+    expect(st.stdout).toContain(`  3 jobs, 0 failed, 33% done\n  cluster 1 of ${dir}/job.sub\n`);
+    expect(st.stdout).toContain(`${theirs!.name}\n`);
+    expect(st.stdout).toMatch(/ {2}3 jobs, 0 failed, 0% done\n {2}not known here\n/);
+    expect(st.stdout).not.toContain(own.authenticator);
+    const json = JSON.parse((await runCli(['--state-dir', state(), 'status', '--account', '--json'], { cwd: dir })).stdout) as Array<{ batch: string; knownHere: boolean }>;
+    expect(json.map((b) => [b.batch, b.knownHere])).toEqual([[mine!.name, true], [theirs!.name, false]]);
+  } finally {
+    await own.close();
+  }
+});
+
 test('query, lease, fetch and retire of a recorded batch take its project from the record; retire says what it gives up (issue 37, item 4)', async () => {
   const own = await startTestServer();
   try {
