@@ -41,6 +41,7 @@ import { pidAlive, sleep, errorMessage } from '../util.js';
 import { batchFile, cancelledFile, jobSpecFile, type BatchRecord, type Claim, type JobSpec } from './records.js';
 import { writeFinalRecord } from './quick.js';
 import { BlahpUsageError, inputPaths, outputSpecs, parseSubmitArgv, readListFile, show } from './submit-args.js';
+import { resolveUnder } from '../output/staging.js';
 
 /** Template answers are reused this long (an app's templates rarely change). */
 const TEMPLATE_TTL_MS = 5 * 60 * 1000;
@@ -148,6 +149,9 @@ export async function submitJob(ctx: BlahpContext, argv: readonly string[], prog
     // Failed or cancelled: this repeat is a new job.
     spec.key = newSubmitKey();
   }
+  // This run's Err holds this run's stderr only (HTCondor overwrites each run's files).
+  const errProblem = startErrorFile(spec);
+  if (errProblem) throw new SubmitCheckError(errProblem);
   ensureDir(path.join(paths.pending, spec.group));
   ensureDir(paths.claims);
   ensureDir(paths.batches);
@@ -159,6 +163,22 @@ export async function submitJob(ctx: BlahpContext, argv: readonly string[], prog
     return await waitForBatch(ctx, spec);
   } finally {
     clearInterval(timer);
+  }
+}
+
+/**
+ * Creates the job's Err empty (relative to Iwd unless absolute), once the job passed its
+ * checks and before it is queued: a resubmission in the same directory must not append to
+ * the last run's stderr. Returns why the job is refused when the file cannot be written.
+ */
+function startErrorFile(spec: JobSpec): string | undefined {
+  if (!spec.stderr || spec.stderr === '/dev/null') return undefined;
+  const file = resolveUnder(spec.iwd, spec.stderr);
+  try {
+    fs.writeFileSync(file, '', { mode: 0o644 });
+    return undefined;
+  } catch (err) {
+    return `the job's error file ${file} cannot be written (${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}): fix its directory, or the error line of the submit file`;
   }
 }
 

@@ -1,0 +1,44 @@
+/**
+ * Issue 38, items 5 and 6, on the BLAHP scripts route (the installed scripts run as blahpd
+ * runs them, test/support/blahpd.ts): a resubmission's error file holds only that run's
+ * stderr.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { stderrFilePattern } from '../../fixtures/test-server/index.js';
+import type { StatusOutcome } from '../support/blahpd.js';
+import { jobDir, nameOf, blahpEnvForFile } from './support.js';
+
+const LONG = 120_000;
+const env = blahpEnvForFile();
+
+async function waitForStatus(id: string, want: number, ms = 30_000): Promise<StatusOutcome> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const st = await env().blahpd.status(id);
+    if (st.answer?.jobStatus === want || Date.now() > until) return st;
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
+
+test("a resubmission's error file holds only that run's stderr; an Err that cannot be written refuses the job", async () => {
+  const input = 'second run\n';
+  const iwd = jobDir(env(), 'again', input);
+  const err = path.join(iwd, 'job.err');
+  fs.writeFileSync(err, 'stderr of the last run\n');
+  const sub = await env().blahpd.submit({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, Out: 'job.out', Err: 'job.err', TransferInput: 'in', TransferOutput: 'out' });
+  expect(sub.problem).toBeUndefined();
+  const id = sub.jobId!;
+  // Emptied at submit, before the job ran.
+  expect(fs.readFileSync(err, 'utf8')).toBe('');
+  env().server.advanceJob(nameOf(id), 'DONE');
+  expect((await waitForStatus(id, 4)).answer!.jobStatus).toBe(4);
+  expect(fs.readFileSync(err, 'utf8')).toMatch(stderrFilePattern(`uppercase: ${input.length} bytes\n`));
+  expect(fs.readFileSync(err, 'utf8')).not.toContain('last run');
+
+  const batchesBefore = env().server.rpcLog().filter((e) => ['create_batch', 'submit_batch'].includes(e.rpc)).length;
+  const bad = await env().blahpd.submit({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, Err: 'nosuchdir/job.err', TransferInput: 'in', TransferOutput: 'out' });
+  expect(bad.jobId).toBeNull();
+  expect(bad.run?.stdout + bad.run!.stderr).toContain(`the job's error file ${path.join(iwd, 'nosuchdir', 'job.err')} cannot be written (ENOENT)`);
+  expect(env().server.rpcLog().filter((e) => ['create_batch', 'submit_batch'].includes(e.rpc)).length).toBe(batchesBefore);
+}, LONG);
