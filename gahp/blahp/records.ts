@@ -78,6 +78,13 @@ export interface StatusSnapshot {
   batches: Record<string, Record<string, string>>;
   /** Batches the server said it does not have. */
   gone: string[];
+  /**
+   * Jobs DONE or ERROR in this snapshot that an earlier snapshot had running (carried from
+   * snapshot to snapshot): until its final record such a job is answered running (2), any
+   * other idle (1), so a job never answered running gets no 'Job executing' event only to
+   * have its outputs fetched (issue 38, item 6).
+   */
+  ran?: string[];
   /** The last refresh attempt failed at this time (ms), with this error: not retried for a while. */
   failedAt?: number;
   error?: string;

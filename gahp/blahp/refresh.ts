@@ -10,7 +10,7 @@ import type { BlahpContext } from './context.js';
 import type { ParsedJobName } from './names.js';
 import { writeJsonAtomic } from './state.js';
 import { batchFile, batchFinished, ensureFetcher, finalRecord, leaseDue, liveBatches, type BatchRecord, type StatusSnapshot } from './records.js';
-import { dropStamp, writeSnapshotLines, writeStamp, type SnapshotLines } from './quick.js';
+import { dropStamp, snapshotState, writeSnapshotLines, writeStamp, type SnapshotLines } from './quick.js';
 
 /** One BOINC_QUERY_BATCHES over every live batch (and `also`); writes and returns the snapshot. */
 export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined, also: string, budgetMs: number): Promise<StatusSnapshot | undefined> {
@@ -58,6 +58,8 @@ export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined
       snap.batches[name] = jobs;
     }
   }
+  const ran = endedAfterRunning(old, snap);
+  if (ran.length > 0) snap.ran = ran;
   // The quick lines (quick.ts): the stamp goes down first, so no script trusts a line while
   // they change, and comes back only once status.json says the same.
   let quick: SnapshotLines | undefined;
@@ -85,6 +87,25 @@ export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined
  * start the background worker (fetch.ts) when jobs finished (outputs to fetch, or a failed
  * job's details), leases are due or batches can be retired.
  */
+/**
+ * The jobs DONE or ERROR in `snap` that were running in `old`, or already listed there: what
+ * a status call answers for them until their final record is the state last answered
+ * (status.ts). The `.snap` lines (quick.ts) answered only what status.json said, so the
+ * last answer was the last snapshot's idle or running.
+ */
+function endedAfterRunning(old: StatusSnapshot | undefined, snap: StatusSnapshot): string[] {
+  const before = new Set(old?.ran ?? []);
+  const ran: string[] = [];
+  for (const [batch, jobs] of Object.entries(snap.batches)) {
+    for (const [name, word] of Object.entries(jobs)) {
+      if (word !== 'DONE' && word !== 'ERROR') continue;
+      const was = old && Object.hasOwn(old.batches, batch) ? old.batches[batch]![name] : undefined;
+      if (before.has(name) || (was !== undefined && snapshotState(was) === 2)) ran.push(name);
+    }
+  }
+  return ran;
+}
+
 async function chores(ctx: BlahpContext, snap: StatusSnapshot, live: BatchRecord[]): Promise<void> {
   let needFetch = false;
   for (const [batch, jobs] of Object.entries(snap.batches)) {

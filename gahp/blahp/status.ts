@@ -15,10 +15,11 @@
  * is started for the rest: no fresh snapshot, a DONE or ERROR job still to fetch, an id that
  * is not one of ours.
  *
- * States: UNSENT 1; IN_PROGRESS 2; DONE 2 until the outputs are in place, then 4 with the
- * exit code and times; cancelled through boinc_cancel.sh 3; ERROR (BOINC gave up: all
- * instances failed, or the job was aborted on the server) 2 until the background worker
- * has asked for its details, then 5 with the reason.
+ * States: UNSENT 1; IN_PROGRESS 2; DONE the state last answered (2 when a snapshot had it
+ * running, else 1) until the outputs are in place, then 4 with the exit code and times;
+ * cancelled through boinc_cancel.sh 3; ERROR (BOINC gave up: all instances failed, or the
+ * job was aborted on the server) the state last answered until the background worker has
+ * asked for its details, then 5 with the reason.
  */
 import type { BlahpContext } from './context.js';
 import { errorLine, statusLine } from './classad.js';
@@ -38,7 +39,7 @@ const SNAPSHOT_BUDGET_MS = 20_000;
 /** A refresh is given at least this long, and at most REFRESH_MAX_MS. */
 const REFRESH_MIN_MS = 3000;
 const REFRESH_MAX_MS = 15_000;
-/** How long a status call waits for a DONE job's outputs before answering "running". */
+/** How long a status call waits for a DONE job's outputs before answering its last state. */
 const WAIT_FOR_FETCH_MS = 2000;
 
 /** The status lines for the given ids, in order (each without its newline). */
@@ -88,7 +89,9 @@ async function statusOf(ctx: BlahpContext, id: string): Promise<string> {
       for (;;) {
         const f = finalRecord(ctx, job);
         if (f) return finalLine(job, f);
-        if (Date.now() >= deadline) return statusLine(job.jobName, 2);
+        // Until then the state last answered (the last snapshot's; quick.ts writes the same
+        // line): a job never seen running is not made to start only to fetch its outputs.
+        if (Date.now() >= deadline) return statusLine(job.jobName, snap.ran?.includes(job.jobName) ? 2 : 1);
         await sleep(100);
       }
     }

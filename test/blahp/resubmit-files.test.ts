@@ -1,7 +1,7 @@
 /**
  * Issue 38, items 5 and 6, on the BLAHP scripts route (the installed scripts run as blahpd
  * runs them, test/support/blahpd.ts): a resubmission's error file holds only that run's
- * stderr.
+ * stderr; a DONE job whose outputs are being fetched keeps the state last answered.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -41,4 +41,28 @@ test("a resubmission's error file holds only that run's stderr; an Err that cann
   expect(bad.jobId).toBeNull();
   expect(bad.run?.stdout + bad.run!.stderr).toContain(`the job's error file ${path.join(iwd, 'nosuchdir', 'job.err')} cannot be written (ENOENT)`);
   expect(env().server.rpcLog().filter((e) => ['create_batch', 'submit_batch'].includes(e.rpc)).length).toBe(batchesBefore);
+}, LONG);
+
+test('a DONE job whose outputs are being fetched is answered with the state last answered: idle when it was never seen running', async () => {
+  const jobs = await Promise.all(['never', 'ran'].map((name) => env().blahpd.submit({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: jobDir(env(), name, `${name}\n`), TransferInput: 'in', TransferOutput: 'out' })));
+  const [never, ran] = jobs.map((s) => s.jobId!) as [string, string];
+  const idle = await env().blahpd.status(never);
+  expect(idle.answer!.jobStatus).toBe(1);
+  expect((await env().blahpd.status(ran)).answer!.jobStatus).toBe(1);
+  env().server.advanceJob(nameOf(ran), 'IN_PROGRESS');
+  const running = await env().blahpd.status(ran);
+  expect(running.answer!.jobStatus).toBe(2);
+  // Both DONE; their outputs take a while to come (the completed instance is asked late).
+  for (const id of [never, ran]) {
+    env().server.injectFault({ script: 'submit_rpc_handler.php', rpc: 'query_completed_job', requestContains: nameOf(id), kind: 'late', delayMs: 5000 });
+    env().server.advanceJob(nameOf(id), 'DONE');
+  }
+  const fetchingNever = await env().blahpd.status(never);
+  const fetchingRan = await env().blahpd.status(ran);
+  // The same bytes as the answers before (node's line and the script's quick line are one).
+  expect(fetchingNever.run!.stdout).toBe(idle.run!.stdout);
+  expect(fetchingNever.answer!.jobStatus).toBe(1);
+  expect(fetchingRan.run!.stdout).toBe(running.run!.stdout);
+  expect(fetchingRan.answer!.jobStatus).toBe(2);
+  for (const id of [never, ran]) expect((await waitForStatus(id, 4)).answer!.jobStatus).toBe(4);
 }, LONG);
