@@ -18,6 +18,7 @@ import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
 import { fetchOutputCommand, type FetchOutputRequest } from '../commands/fetch-output.js';
 import { retireBatchCommand } from '../commands/retire-batch.js';
+import { releaseDestinations } from './destinations.js';
 import { setLeaseCommand } from '../commands/set-lease.js';
 import { resolveUnder } from '../output/staging.js';
 import type { BlahpContext } from './context.js';
@@ -128,6 +129,7 @@ export async function retireBatch(ctx: BlahpContext, rec: BatchRecord): Promise<
     await retireBatchCommand(await ctx.services()).run(await ctx.bound({ batchName: rec.batch }), ctx.handler('retire', ctx.cfg.rpcTimeoutMs * 3));
     writeJsonAtomic(batchFile(ctx, rec.batch), { ...rec, state: 'retired' } satisfies BatchRecord);
     ctx.log.info(`blahp: retired batch ${rec.batch}: every job finished`);
+    releaseDestinations(ctx, rec);
     return true;
   } catch (err) {
     ctx.log.warn(`blahp: retiring ${rec.batch} failed: ${(err as Error).message}`);

@@ -42,6 +42,7 @@ import { batchFile, cancelledFile, jobSpecFile, type BatchRecord, type Claim, ty
 import { writeFinalRecord } from './quick.js';
 import { BlahpUsageError, inputPaths, outputSpecs, parseSubmitArgv, readListFile, show } from './submit-args.js';
 import { resolveUnder } from '../output/staging.js';
+import { claimDestinations } from './destinations.js';
 
 /** Template answers are reused this long (an app's templates rarely change). */
 const TEMPLATE_TTL_MS = 5 * 60 * 1000;
@@ -149,6 +150,9 @@ export async function submitJob(ctx: BlahpContext, argv: readonly string[], prog
     // Failed or cancelled: this repeat is a new job.
     spec.key = newSubmitKey();
   }
+  // No job overwrites an unfinished job's output (a remap blahpd dropped: destinations.ts).
+  const clash = await claimDestinations(ctx, spec);
+  if (clash) throw new SubmitCheckError(clash);
   // This run's Err holds this run's stderr only (HTCondor overwrites each run's files).
   const errProblem = startErrorFile(spec);
   if (errProblem) throw new SubmitCheckError(errProblem);

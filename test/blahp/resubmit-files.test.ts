@@ -1,7 +1,8 @@
 /**
  * Issue 38, items 5 and 6, on the BLAHP scripts route (the installed scripts run as blahpd
  * runs them, test/support/blahpd.ts): a resubmission's error file holds only that run's
- * stderr; a DONE job whose outputs are being fetched keeps the state last answered.
+ * stderr; a DONE job whose outputs are being fetched keeps the state last answered; a job
+ * that would overwrite another's output (a remap blahpd dropped) is refused.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -65,4 +66,26 @@ test('a DONE job whose outputs are being fetched is answered with the state last
   expect(fetchingRan.run!.stdout).toBe(running.run!.stdout);
   expect(fetchingRan.answer!.jobStatus).toBe(2);
   for (const id of [never, ran]) expect((await waitForStatus(id, 4)).answer!.jobStatus).toBe(4);
+}, LONG);
+
+test("a job whose output destination is an unfinished job's (a remap blahpd dropped: blanks around '=') is refused, saying so", async () => {
+  const iwd = jobDir(env(), 'cluster', 'one cluster\n');
+  // transfer_output_remaps = "out = out.$(Process)": blahpd sends no remap, both jobs write Iwd/out.
+  const job = (k: number) => ({ Cmd: '/usr/bin/true', Queue: 'uppercase', Iwd: iwd, TransferInput: 'in', TransferOutput: 'out', TransferOutputRemaps: `out = out.${k}` });
+  const first = await env().blahpd.submit(job(0));
+  expect(first.problem).toBeUndefined();
+  const second = await env().blahpd.submit(job(1));
+  expect(second.jobId).toBeNull();
+  const said = second.run!.stdout + second.run!.stderr;
+  expect(said).toContain(`the job's output ${path.join(iwd, 'out')} is also the output of BOINC job ${nameOf(first.jobId!)}`);
+  expect(said).toContain("blanks around '='");
+  expect(said).toContain('out=out.$(Process)');
+  // Written without blanks, the remaps are applied and the jobs are accepted.
+  const third = await env().blahpd.submit({ ...job(1), TransferOutputRemaps: 'out=out.1' });
+  expect(third.problem).toBeUndefined();
+  // Once the first job is finished, its destination may be used again (a resubmission).
+  env().server.advanceJob(nameOf(first.jobId!), 'DONE');
+  expect((await waitForStatus(first.jobId!, 4)).answer!.jobStatus).toBe(4);
+  const again = await env().blahpd.submit(job(0));
+  expect(again.problem).toBeUndefined();
 }, LONG);
