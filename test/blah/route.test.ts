@@ -29,6 +29,11 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
+/** Ends every GAHP the tests started so far. */
+async function stopAll(): Promise<void> {
+  for (const g of open.splice(0)) await g.close().catch(() => undefined);
+}
+
 async function gridmanager(stateDir?: string): Promise<BlahGridmanager> {
   const g = await BlahGridmanager.start(server.url, authFile, stateDir ? { stateDir } : {});
   open.push(g);
@@ -160,7 +165,9 @@ test('killed with -9 and started again: the ids it gave still resolve, and a rep
     expect((await second.waitStatus(jobId, 4)).jobStatus).toBe(4);
     expect(fs.readFileSync(path.join(ad.Iwd, 'out'), 'utf8')).toBe('ONCE\n');
   } finally {
-    fs.rmSync(stateDir, { recursive: true, force: true });
+    // The GAHPs of this state directory first: one still writing (a retirement) races the removal.
+    await stopAll();
+    fs.rmSync(stateDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
   }
 }, LONG);
 
@@ -268,6 +275,8 @@ test('killed with -9 while submit_batch is on its way: the repeated submission c
     expect(server.jobs(batch).map((j) => j.name).sort()).toEqual(again.map((r) => nameOf(r.jobId)).sort());
     expect(server.rpcLog().filter((e) => e.rpc === 'create_batch')).toHaveLength(1);
   } finally {
-    fs.rmSync(stateDir, { recursive: true, force: true });
+    // The GAHPs of this state directory first: one still writing (a retirement) races the removal.
+    await stopAll();
+    fs.rmSync(stateDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
   }
 }, LONG);
