@@ -826,8 +826,8 @@ function startErrorFile(job: JobRequest): string | undefined {
   }
 }
 
-/** Out exists after the job (empty: a BOINC app has no standard output of its own). */
-function ensureStdout(spec: StoredJob): void {
+/** Out exists after the job (empty: a BOINC app has no standard output of its own). Both BLAH routes call this. */
+export function ensureStdout(spec: Pick<StoredJob, 'iwd' | 'stdout' | 'stderr'>): void {
   if (!spec.stdout || spec.stdout === '/dev/null' || spec.stdout === spec.stderr) return;
   const file = resolveUnder(spec.iwd, spec.stdout);
   try {

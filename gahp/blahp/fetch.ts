@@ -20,7 +20,7 @@ import { fetchOutputCommand, type FetchOutputRequest } from '../commands/fetch-o
 import { retireBatchCommand } from '../commands/retire-batch.js';
 import { releaseDestinations } from './destinations.js';
 import { setLeaseCommand } from '../commands/set-lease.js';
-import { resolveUnder } from '../output/staging.js';
+import { ensureStdout } from '../blah/route.js';
 import type { BlahpContext } from './context.js';
 import { jobName, type ParsedJobName } from './names.js';
 import {
@@ -250,13 +250,3 @@ function hold(ctx: BlahpContext, job: ParsedJobName, reason: string): void {
   writeFinalRecord(ctx, job, { kind: 'held', at: Date.now(), reason, code: 0 });
 }
 
-/** Out exists after the job (empty: a BOINC app has no standard output of its own). */
-function ensureStdout(spec: JobSpec): void {
-  if (!spec.stdout || spec.stdout === '/dev/null' || spec.stdout === spec.stderr) return;
-  const file = resolveUnder(spec.iwd, spec.stdout);
-  try {
-    fs.closeSync(fs.openSync(file, 'a', 0o644));
-  } catch (err) {
-    throw new Error(`cannot create the job's standard output file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { cause: err });
-  }
-}
