@@ -37,7 +37,7 @@ import type { GahpServices } from '../services.js';
 import type { ProjectBinding } from '../session.js';
 import type { HandlerContext } from '../protocol/commands.js';
 import type { SubmitRequest } from '../staging/parse.js';
-import { submitCommand } from '../commands/submit.js';
+import { submitCommand, type SubmitCommand } from '../commands/submit.js';
 import { queryBatchesCommand } from '../commands/query-batches.js';
 import { abortJobsCommand } from '../commands/abort-jobs.js';
 import { retireBatchCommand } from '../commands/retire-batch.js';
@@ -45,7 +45,7 @@ import { setLeaseCommand } from '../commands/set-lease.js';
 import { pingCommand } from '../commands/ping.js';
 import type { FetchOutputRequest } from '../commands/fetch-output-args.js';
 import { errorMessage } from '../util.js';
-import { jobName as boincJobName, newBatchName, newSubmitKey, type ParsedJobName } from '../blahp/names.js';
+import { jobName as boincJobName, newBatchName, newSubmitKey, parseJobName, type ParsedJobName } from '../blahp/names.js';
 import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
 import { checkJob, type JobRequest } from './job-check.js';
 import { SubmitCheckError } from '../staging/validate.js';
@@ -129,6 +129,8 @@ export class BlahRoute {
   private readonly fetchQueue = new PQueue({ concurrency: FETCH_CONCURRENCY });
   private readonly fetching = new Map<string, Promise<void>>();
   private readonly fetchFailures = new Map<string, number>();
+  /** BOINC_SUBMIT's work, one for the GAHP's life (its hash cache is loaded once). */
+  private submitter?: SubmitCommand;
   private readonly describing = new Map<string, Promise<void>>();
   /** Jobs last reported running (2), for the answer while a DONE job's outputs are fetched. */
   private readonly reported = new Map<string, number>();
@@ -439,13 +441,35 @@ export class BlahRoute {
     const t0 = Date.now();
     try {
       const binding = this.binding();
-      const timeout = this.services.config.commandTimeoutMs ?? 290_000;
-      await submitCommand(this.services).run({ request: req, binding }, this.handler(`submit ${rec.batch}`, timeout));
+      const timeout = AbortSignal.timeout(this.services.config.commandTimeoutMs ?? 290_000);
+      const ctx: HandlerContext = {
+        signal: AbortSignal.any([this.shutdown.signal, timeout]),
+        reqId: `submit ${rec.batch}`,
+        log: this.services.log,
+        // Cut by its deadline, the batch is withdrawn; at shutdown it is left for the next GAHP.
+        deadlinePassed: () => timeout.aborted && !this.shutdown.signal.aborted,
+      };
+      this.submitter ??= submitCommand(this.services);
+      const { refused } = await this.submitter.submitJobs({ request: req, binding }, ctx);
+      // A job with a problem of its own that the checks at submit could not see (an input
+      // over the project's upload limits, one deleted since): held alone, with its reason.
+      for (const r of refused) {
+        const job = parseJobName(r.name);
+        if (!job) continue;
+        this.setFinal(job, { kind: 'held', reason: `job not sent to BOINC: ${r.reason}`, code: 0 });
+        this.services.log.warn(`batch boinc: ${r.name}: held alone: ${r.reason}`);
+      }
       const now = Date.now();
-      rec.state = 'submitted';
-      rec.submittedAt = now;
-      rec.leaseExpiresAt = Math.floor(now / 1000) + this.services.config.defaultLeaseSeconds;
-      this.services.log.info(`batch boinc: batch ${rec.batch}: ${rec.jobs.length} jobs of ${rec.app} submitted in ${now - t0} ms`);
+      if (refused.length === rec.jobs.length) {
+        // Nothing was created: each job is held with its own reason.
+        rec.state = 'failed';
+        rec.error = `every job of batch ${rec.batch} was refused`;
+      } else {
+        rec.state = 'submitted';
+        rec.submittedAt = now;
+        rec.leaseExpiresAt = Math.floor(now / 1000) + this.services.config.defaultLeaseSeconds;
+        this.services.log.info(`batch boinc: batch ${rec.batch}: ${rec.jobs.length - refused.length} jobs of ${rec.app} submitted in ${now - t0} ms`);
+      }
     } catch (err) {
       if (this.shutdown.signal.aborted) return; // left claimed: the next GAHP completes it
       rec.state = 'failed';

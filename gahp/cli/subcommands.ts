@@ -338,15 +338,17 @@ export async function statusCmd(g: GlobalOptions, o: StatusOptions): Promise<num
   const clusterOf = new Map<string, SubmitRecord>();
   for (const rec of clusters) for (const b of Object.values(rec.batches)) clusterOf.set(b, rec);
   let batches = ledger.list(g.projectUrl ? (g.projectUrl.endsWith('/') ? g.projectUrl : g.projectUrl + '/') : undefined);
-  if (!o.all) batches = batches.filter((b) => b.state !== 'retired');
+  // A batch whose BOINC_SUBMIT failed was withdrawn (retired): shown while its cluster's record keeps the error.
+  const failedSubmit = (batch: string) => clusterOf.get(batch)?.submitErrors?.[batch] !== undefined;
+  if (!o.all) batches = batches.filter((b) => b.state !== 'retired' || failedSubmit(b.name));
   const rows: Array<BatchSummary & { cluster?: number; submitFile?: string; clusterState?: string; submitError?: string; server?: Record<string, number> | string }> = summarize(batches);
   for (const r of rows) {
     const rec = clusterOf.get(r.batch);
     if (rec) Object.assign(r, { cluster: rec.cluster, submitFile: rec.submitFile, clusterState: clusterState(rec) });
-    // The ledger keeps a batch whose BOINC_SUBMIT failed as 'creating' or 'staging'; the
-    // cluster's record says it failed, and why.
+    // The ledger keeps a batch whose BOINC_SUBMIT failed as 'creating', 'staging' or (withdrawn)
+    // 'retired'; the cluster's record says it failed, and why.
     const error = rec?.submitErrors?.[r.batch];
-    if (error !== undefined && (r.state === 'creating' || r.state === 'staging')) Object.assign(r, { state: 'failed', submitError: error });
+    if (error !== undefined && r.state !== 'submitted') Object.assign(r, { state: 'failed', submitError: error });
   }
   let code = EXIT_OK;
   if (o.server) {

@@ -138,6 +138,7 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean,
     desc = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster: rec.cluster });
   }
 
+  await renameFailedBatches(rec, stateDir, store);
   const procsByApp = new Map<string, SubmitProc[]>();
   const procByJob = new Map<string, SubmitProc>();
   for (const p of desc.procs) {
@@ -148,6 +149,24 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean,
     procByJob.set(jobName(batch, rec.cluster, p.proc), p);
   }
   return { file, stateDir, project, store, rec, procsByApp, procByJob };
+}
+
+/**
+ * A batch whose BOINC_SUBMIT failed was withdrawn on the server (retired, it takes no more
+ * jobs: gahp/commands/submit.ts), as the gridmanager's batch is after an error: this run
+ * puts its jobs into a new batch, its name recorded before anything is submitted under it.
+ */
+async function renameFailedBatches(rec: SubmitRecord, stateDir: string, store: SubmitStore): Promise<void> {
+  let renamed = false;
+  for (const [app, old] of Object.entries(rec.batches)) {
+    if (rec.submitErrors?.[old] === undefined || rec.submitted.includes(old)) continue;
+    let t = Math.floor(Date.now() / 1000);
+    let name = batchName(stateDir, app, t);
+    while (Object.values(rec.batches).includes(name) || rec.submitErrors[name] !== undefined) name = batchName(stateDir, app, ++t);
+    rec.batches[app] = name;
+    renamed = true;
+  }
+  if (renamed) await store.save(rec);
 }
 
 /**

@@ -29,7 +29,8 @@ import { PhaseProgress } from '../staging/progress.js';
 import { HashFeed, stageInputs, type UploadSettings } from '../staging/stage-inputs.js';
 import { withTemplateMemoryFloor } from '../staging/memory-bound.js';
 import { SubmitError, step } from '../staging/steps.js';
-import { checkInputFiles, checkNamesAndArguments, orderInputs, uniqueSources } from '../staging/validate.js';
+import { checkBatchNames, inputCountProblem, jobProblem, orderInputs, statInputFiles, uniqueSources } from '../staging/validate.js';
+import { uploadLimitProblem } from '../staging/upload.js';
 import { KeyedLock, errorMessage } from '../util.js';
 
 /** What the ledger records of a submitted batch: its physical files and its jobs. */
@@ -50,7 +51,7 @@ interface SubmitShared {
   upload: UploadSettings;
 }
 
-export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest<SubmitRequest>> {
+export function submitCommand(services: GahpServices): SubmitCommand {
   const { config, log } = services;
   /** One command per batch of one account at a time. */
   const batchLock = new KeyedLock();
@@ -72,6 +73,25 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
     },
   };
 
+  /** One batch: the checks that need nothing but the request, then the rest under the batch's lock. */
+  async function submitJobs(bound: BoundRequest<SubmitRequest>, ctx: HandlerContext, refuseAlone: boolean): Promise<SubmitOutcome> {
+    const req = bound.request;
+    try {
+      const binding = projectOf(bound);
+      // 1. Nothing is sent for a batch BOINC cannot carry, nor for a job it cannot.
+      await step('checking names and arguments', () => checkBatchNames(req));
+      const refused = new JobRefusals(refuseAlone);
+      const seen = new Set<string>();
+      refused.add('checking names and arguments', req.jobs, (job) => jobProblem(job, seen));
+      // One command per batch of one account at a time (the same batch name in another
+      // project or account is another batch).
+      return await batchLock.run(`${binding.accountKey}\n${req.batchName}`, () => submit(shared, req, binding, ctx, refused));
+    } catch (err) {
+      if (err instanceof SubmitError) throw err;
+      throw new SubmitError(errorMessage(err));
+    }
+  }
+
   return {
     kind: 'async',
     name: 'BOINC_SUBMIT',
@@ -79,20 +99,65 @@ export function submitCommand(services: GahpServices): AsyncCommand<BoundRequest
     summary: 'Stage input files and submit a batch of jobs.',
     parse: parseBound(services, parseSubmitArgs),
     async run(bound, ctx) {
-      const req = bound.request;
-      try {
-        const binding = projectOf(bound);
-        // 1. Nothing is sent for a batch BOINC cannot carry.
-        await step('checking names and arguments', () => checkNamesAndArguments(req));
-        // One command per batch of one account at a time (the same batch name in another
-        // project or account is another batch).
-        return await batchLock.run(`${binding.accountKey}\n${req.batchName}`, () => submit(shared, req, binding, ctx));
-      } catch (err) {
-        if (err instanceof SubmitError) throw err;
-        throw new SubmitError(errorMessage(err));
-      }
+      // The reply is one line for the whole batch, so a job's problem fails the batch.
+      await submitJobs(bound, ctx, false);
+      return ['NULL'];
     },
+    submitJobs: (bound, ctx) => submitJobs(bound, ctx, true),
   };
+}
+
+/** A job left out of its batch, and why: its own problem (the others were submitted). */
+export interface RefusedJob {
+  name: string;
+  reason: string;
+}
+
+/** What a submit did beyond its batch: the jobs it refused alone. */
+export interface SubmitOutcome {
+  refused: RefusedJob[];
+}
+
+export interface SubmitCommand extends AsyncCommand<BoundRequest<SubmitRequest>> {
+  /**
+   * The submit for callers that answer for each job (the BLAH routes): a job with a problem
+   * of its own (a name, an argument, an input missing, unreadable, over the project's upload
+   * limits or not fitting the app's template) is left out with its reason and the others are
+   * submitted; when every job is refused nothing is created. BOINC_SUBMIT itself has one
+   * reply per batch: there the first such problem fails the batch.
+   */
+  submitJobs(bound: BoundRequest<SubmitRequest>, ctx: HandlerContext): Promise<SubmitOutcome>;
+}
+
+/**
+ * The jobs a submit refused: each with the step and problem that refused it; without
+ * `alone`, the first problem fails the batch (thrown as `<step>: <problem>`).
+ */
+class JobRefusals {
+  readonly reasons = new Map<string, string>();
+
+  constructor(readonly alone: boolean) {}
+
+  /** Checks each job not yet refused with `problemOf`; returns the jobs left. */
+  add<J extends { name: string }>(stepName: string, jobs: readonly J[], problemOf: (job: J) => string | undefined): J[] {
+    const left: J[] = [];
+    for (const job of jobs) {
+      if (this.reasons.has(job.name)) continue;
+      const problem = problemOf(job);
+      if (problem === undefined) {
+        left.push(job);
+        continue;
+      }
+      const reason = `${stepName}: ${problem}`;
+      if (!this.alone) throw new SubmitError(reason);
+      this.reasons.set(job.name, reason);
+    }
+    return left;
+  }
+
+  outcome(): SubmitOutcome {
+    return { refused: [...this.reasons].map(([name, reason]) => ({ name, reason })) };
+  }
 }
 
 /** Step 3's hashing; each hash goes to `onHashed` as it is known. */
@@ -113,17 +178,35 @@ function startHashing(shared: SubmitShared, stats: Map<string, BigIntStats>, onH
   return hashed;
 }
 
-async function submit(shared: SubmitShared, req: SubmitRequest, binding: ProjectBinding, ctx: HandlerContext): Promise<string[]> {
+async function submit(shared: SubmitShared, request: SubmitRequest, binding: ProjectBinding, ctx: HandlerContext, refused: JobRefusals): Promise<SubmitOutcome> {
   const { services } = shared;
   const { config, ledger, log } = services;
   const { project, rpc } = binding;
   const { signal } = ctx;
-  const tag = `BOINC_SUBMIT ${ctx.reqId} ${req.batchName}`;
+  const tag = `BOINC_SUBMIT ${ctx.reqId} ${request.batchName}`;
   const t0 = Date.now();
-  const recordBatch = (patch: LedgerBatchPatch) => ledger.upsert(project.url, req.batchName, { app: req.appName, ...patch });
+  const recordBatch = (patch: LedgerBatchPatch) => ledger.upsert(project.url, request.batchName, { app: request.appName, ...patch });
 
-  // 2. Nothing is asked or created before every input is there.
-  const stats = await step('checking input files', () => checkInputFiles(uniqueSources(req.jobs)));
+  // 2. Nothing is asked or created before every input is there and can be uploaded.
+  let req: SubmitRequest = { ...request, jobs: request.jobs.filter((j) => !refused.reasons.has(j.name)) };
+  const checked = await step('checking input files', () => statInputFiles(uniqueSources(req.jobs), !refused.alone));
+  const alone = rpc.uploadBodySize({ batchId: 2 ** 31 - 1, deleteTime: 2 ** 32 - 1 });
+  for (const [src, st] of checked.stats) {
+    const problem = uploadLimitProblem({ path: src, size: Number(st.size), physName: physName('0'.repeat(32)) }, shared.upload, alone);
+    if (problem) checked.problems.set(src, problem);
+  }
+  const inputProblem = (job: SubmitJobSpec) => {
+    for (const i of job.inputs) {
+      const problem = checked.problems.get(i.src);
+      if (problem) return problem;
+    }
+    return undefined;
+  };
+  req = { ...req, jobs: refused.add('checking input files', req.jobs, inputProblem) };
+  if (req.jobs.length === 0) return refused.outcome();
+  const stats = checked.stats;
+  // A file with a problem is only in refused jobs.
+  for (const src of checked.problems.keys()) stats.delete(src);
 
   // 3. The template and what the server has of this name, hashing meanwhile (the hashes
   // are held until staging starts).
@@ -140,8 +223,12 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
   const feed = new HashFeed();
   const hashing = startHashing(shared, stats, feed.push, ctx, tag, t0, req.jobs.length);
   const [templates, existing] = await lookups;
-  const { jobs, reordered } = await step('checking input files against the app template', () => orderInputs(req.jobs, templates.inputOpenNames));
+  const fitting = refused.add('checking input files against the app template', req.jobs, (job) => inputCountProblem(job, templates.inputOpenNames));
+  if (fitting.length === 0) return refused.outcome();
+  const { jobs, reordered } = orderInputs(fitting, templates.inputOpenNames);
+  req = { ...req, jobs };
   if (reordered) log.debug(`${tag}: inputs put in template order (${templates.inputOpenNames.join(', ')})`);
+  for (const r of refused.reasons) log.warn(`${tag}: job ${r[0]} refused alone: ${r[1]}`);
 
   // 4. The batch: a new one, or the one an earlier attempt left.
   let batch: { batchId: number; toSubmit: readonly SubmitJobSpec[]; reused: boolean; linked: ReadonlySet<string> };
@@ -149,7 +236,7 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
     const found = await useExisting({ rpc, req, jobs, record, recordBatch, leaseSeconds: config.defaultLeaseSeconds, log, tag, signal }, existing);
     if (found.kind === 'complete') {
       if (found.recordNeeded) await recordBatch({ ...(found.batchId > 0 ? { batchId: found.batchId } : {}), ...submittedPatch(jobs, await hashing) });
-      return ['NULL'];
+      return refused.outcome();
     }
     batch = { ...found, reused: true };
   } else {
@@ -162,51 +249,58 @@ async function submit(shared: SubmitShared, req: SubmitRequest, binding: Project
     batch = { batchId, toSubmit: jobs, reused: false, linked: new Set() };
   }
 
-  // 5. Stage the files of the jobs still to submit, as their hashes arrive.
-  const tStage = Date.now();
-  const staged = await stageInputs({
-    rpc,
-    ...batch,
-    stats,
-    feed,
-    hashing,
-    upload: shared.upload,
-    leaseSeconds: config.defaultLeaseSeconds,
-    progress: services.progress,
-    reqId: ctx.reqId,
-    log: (l) => log.info(`${tag}: ${l}`),
-    signal,
-  });
-  const { report } = staged;
-  log.info(`${tag}: ${staged.distinctFiles} distinct files: ${report.present} already on the server, ${report.uploaded} uploaded (${report.uploadedBytes} bytes, ${report.uploadRequests} upload_files requests, ${report.recoveries} recoveries) in ${Date.now() - tStage} ms`);
-
-  // 6. Submit the jobs. A repeat after a crash links only what the ledger shows linked: that
-  // record is written as submit_batch goes out, its fdatasync overlapping the call (should a
-  // crash lose it, the repeat's links meet Duplicate entry, which staging recovers from).
-  const linkedRecorded = recordBatch({ state: 'staging', batchId: batch.batchId, physFiles: staged.linked });
-  linkedRecorded.catch(() => undefined); // awaited below, or moot when submit_batch fails
-  const tSubmit = Date.now();
-  const memory = withTemplateMemoryFloor(req.jobParams, templates.rscMemoryBound);
-  if (memory.note) log.info(`${tag}: ${memory.note}`);
+  // 5.-6. A failure from here on is the batch's end for the gridmanager (it holds the jobs
+  // and puts them in a new batch when released), so the batch is withdrawn; a shutdown
+  // (QUIT, EOF) is left alone: the next gridmanager repeats this submit.
+  let staged: Awaited<ReturnType<typeof stageInputs>>;
+  let linkedRecorded: Promise<unknown>;
+  let tSubmit: number;
   try {
-    await step('submit_batch', () => submitBatch(rpc, { ...req, jobParams: memory.params }, batch.batchId, staged.boincJobs, signal));
+    // 5. Stage the files of the jobs still to submit, as their hashes arrive.
+    const tStage = Date.now();
+    staged = await stageInputs({
+      rpc,
+      ...batch,
+      stats,
+      feed,
+      hashing,
+      upload: shared.upload,
+      leaseSeconds: config.defaultLeaseSeconds,
+      progress: services.progress,
+      reqId: ctx.reqId,
+      log: (l) => log.info(`${tag}: ${l}`),
+      signal,
+    });
+    const { report } = staged;
+    log.info(`${tag}: ${staged.distinctFiles} distinct files: ${report.present} already on the server, ${report.uploaded} uploaded (${report.uploadedBytes} bytes, ${report.uploadRequests} upload_files requests, ${report.recoveries} recoveries) in ${Date.now() - tStage} ms`);
+
+    // 6. Submit the jobs. A repeat after a crash links only what the ledger shows linked: that
+    // record is written as submit_batch goes out, its fdatasync overlapping the call (should a
+    // crash lose it, the repeat's links meet Duplicate entry, which staging recovers from).
+    linkedRecorded = recordBatch({ state: 'staging', batchId: batch.batchId, physFiles: staged.linked });
+    linkedRecorded.catch(() => undefined); // awaited below, or moot when submit_batch fails
+    tSubmit = Date.now();
+    const memory = withTemplateMemoryFloor(req.jobParams, templates.rscMemoryBound);
+    if (memory.note) log.info(`${tag}: ${memory.note}`);
+    await step('submit_batch', () => submitBatch(rpc, { ...req, jobParams: memory.params }, batch.batchId, staged!.boincJobs, signal));
   } catch (err) {
-    if (!ctx.deadlinePassed?.()) throw err;
-    // A shutdown (QUIT, EOF) is left alone: the next gridmanager repeats this submit.
-    throw await withdrawOnDeadline(err, { rpc, batchName: req.batchName, batchId: batch.batchId, recordBatch, log: (l) => log.info(`${tag}: ${l}`) });
+    if (signal.aborted && !ctx.deadlinePassed?.()) throw err;
+    throw await withdrawAfterFailure(err, { rpc, batchName: req.batchName, batchId: batch.batchId, recordBatch, log: (l) => log.info(`${tag}: ${l}`) });
   }
   await step('recording the batch in the ledger', () => linkedRecorded);
   await recordBatch({ batchId: batch.batchId, ...submittedPatch(jobs, staged.hashed) });
   log.info(`${tag}: submitted ${staged.boincJobs.length} jobs into batch ${batch.batchId} in ${Date.now() - tSubmit} ms (total ${Date.now() - t0} ms)`);
-  return ['NULL'];
+  return refused.outcome();
 }
 
 /**
- * submit_batch was cut by the command deadline after it went out: the gridmanager takes the
- * error as the batch's end and will fetch none of its jobs, so the batch is withdrawn (its
- * jobs aborted, the batch retired). Returns the error to report, saying what was done.
+ * Staging or submit_batch failed after the batch was made (or reused), or was cut by the
+ * command deadline: the gridmanager takes the error as the batch's end and will fetch none
+ * of its jobs, so the batch is withdrawn (any jobs it got aborted, the batch retired)
+ * rather than left empty or running on the server. Returns the error to report, saying
+ * what was done.
  */
-async function withdrawOnDeadline(
+async function withdrawAfterFailure(
   err: unknown,
   o: { rpc: ProjectBinding['rpc']; batchName: string; batchId: number; recordBatch: (patch: LedgerBatchPatch) => Promise<unknown>; log: (line: string) => void },
 ): Promise<Error> {
@@ -218,6 +312,6 @@ async function withdrawOnDeadline(
   } catch (e) {
     withdrawn = `; withdrawing the batch failed too (${errorMessage(e)}): its jobs may run unfetched until its lease ends`;
   }
-  o.log(`cut by the command deadline during submit_batch${withdrawn}`);
+  o.log(`failed (${errorMessage(err)})${withdrawn}`);
   return new Error(`${errorMessage(err)}${withdrawn}`, { cause: err });
 }

@@ -67,7 +67,10 @@ export function parseSubmitArgs(args: string[]): SubmitRequest {
   if (n < 2) missing('app_name', 1);
   if (n < 3) missing('njobs', 2);
   const batchName = args[0]!;
-  const appName = args[1]!;
+  // HTCondor 10.0 sends the job's executable as it was written: `executable =
+  // /usr/local/bin/uppercase` (with transfer_executable = false) names app `uppercase`, as
+  // the batch boinc route does. A BOINC app name never holds a `/`.
+  const appName = args[1]!.slice(args[1]!.lastIndexOf('/') + 1) || args[1]!;
   const njobs = parseCount(args[2], 'njobs');
   let i = 3;
   if (njobs === 0) throw new ArgumentError('njobs must be at least 1');

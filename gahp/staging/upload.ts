@@ -94,6 +94,29 @@ export interface Stager {
 const RAISE_LIMITS = 'the project must raise it in php.ini, and the GAHP be told the new limits (--upload-max-filesize, --post-max-size)';
 
 /**
+ * Why no upload_files request can carry the file under the project's PHP limits
+ * (upload_max_filesize; post_max_size for a request of it alone, `alone` sizing that
+ * request), or undefined when one can.
+ */
+export function uploadLimitProblem(
+  f: { path: string; size: number; physName: string },
+  limits: { uploadMaxFilesize?: number; postMaxSize?: number },
+  alone: Pick<UploadBodySize, 'with'>,
+): string | undefined {
+  const fileMax = limits.uploadMaxFilesize ?? 0;
+  const postMax = limits.postMaxSize ?? 0;
+  if (fileMax > 0 && f.size > fileMax) {
+    return `input file ${f.path} (${f.size} bytes) is larger than the project's PHP limit upload_max_filesize (${formatPhpSize(fileMax)}): ` +
+      `${RAISE_LIMITS}; post_max_size must then exceed the file too`;
+  }
+  const single = postMax > 0 ? alone.with(f) : 0;
+  if (single > postMax) {
+    return `input file ${f.path} (${f.size} bytes) needs an upload request of ${single} bytes, more than the project's PHP limit post_max_size (${formatPhpSize(postMax)}): ${RAISE_LIMITS}`;
+  }
+  return undefined;
+}
+
+/**
  * Absent files into upload_files groups that fit the project's PHP limits and the GAHP's
  * group size; a full group is handed to `flush` at once.
  */
@@ -119,19 +142,8 @@ class UploadGrouper {
 
   /** Refuses a file no upload_files request can carry under the project's PHP limits. */
   private checkFits(f: StageFile): void {
-    const { fileMax, postMax } = this;
-    if (fileMax > 0 && f.size > fileMax) {
-      throw new StagingError(
-        `input file ${f.path} (${f.size} bytes) is larger than the project's PHP limit upload_max_filesize (${formatPhpSize(fileMax)}): ` +
-          `${RAISE_LIMITS}; post_max_size must then exceed the file too`,
-      );
-    }
-    const single = postMax > 0 ? this.emptyBody.with(f) : 0;
-    if (single > postMax) {
-      throw new StagingError(
-        `input file ${f.path} (${f.size} bytes) needs an upload request of ${single} bytes, more than the project's PHP limit post_max_size (${formatPhpSize(postMax)}): ${RAISE_LIMITS}`,
-      );
-    }
+    const problem = uploadLimitProblem(f, { uploadMaxFilesize: this.fileMax, postMaxSize: this.postMax }, this.emptyBody);
+    if (problem) throw new StagingError(problem);
   }
 
   add(f: StageFile): void {

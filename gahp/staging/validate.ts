@@ -68,26 +68,41 @@ export function argumentProblem(arg: string): string | undefined {
  * twice. Pure: no I/O.
  */
 export function checkNamesAndArguments(req: SubmitRequest): void {
+  checkBatchNames(req);
+  const seen = new Set<string>();
+  for (const job of req.jobs) {
+    const problem = jobProblem(job, seen);
+    if (problem) throw new SubmitCheckError(problem);
+  }
+}
+
+/** The checks of a batch as a whole (its job parameters, batch and app names): a failure fails every job. */
+export function checkBatchNames(req: SubmitRequest): void {
   if (req.paramProblem !== undefined) throw new SubmitCheckError(req.paramProblem);
   const bp = nameProblem(req.batchName);
   if (bp) throw new SubmitCheckError(`batch name ${show(req.batchName)} ${bp}`);
   const ap = nameProblem(req.appName);
   if (ap) throw new SubmitCheckError(`app name ${show(req.appName)} ${ap}`);
-  const seen = new Set<string>();
-  for (const job of req.jobs) {
-    const np = nameProblem(job.name);
-    if (np) throw new SubmitCheckError(`job name ${show(job.name)} ${np}`);
-    if (seen.has(job.name)) throw new SubmitCheckError(`job name ${show(job.name)} appears twice in the batch`);
-    seen.add(job.name);
-    for (let a = 0; a < job.args.length; a++) {
-      const problem = argumentProblem(job.args[a]!);
-      if (problem) throw new SubmitCheckError(`job ${job.name}: argument ${a + 1} ${show(job.args[a]!)} ${problem}`);
-    }
-    for (let k = 0; k < job.inputs.length; k++) {
-      // HTCondor sends the basename of a transfer_input_files entry: empty for `dir/`.
-      if (job.inputs[k]!.dst.length === 0) throw new SubmitCheckError(`job ${job.name}: input file ${k + 1} ${show(job.inputs[k]!.src)} has an empty name (a directory? BOINC takes files only)`);
-    }
+}
+
+/**
+ * Why one job cannot be carried (its name, a name `seen` before it in the batch, an
+ * argument, an input without a name), or undefined when it can. Adds its name to `seen`.
+ */
+export function jobProblem(job: SubmitJobSpec, seen: Set<string>): string | undefined {
+  const np = nameProblem(job.name);
+  if (np) return `job name ${show(job.name)} ${np}`;
+  if (seen.has(job.name)) return `job name ${show(job.name)} appears twice in the batch`;
+  seen.add(job.name);
+  for (let a = 0; a < job.args.length; a++) {
+    const problem = argumentProblem(job.args[a]!);
+    if (problem) return `job ${job.name}: argument ${a + 1} ${show(job.args[a]!)} ${problem}`;
   }
+  for (let k = 0; k < job.inputs.length; k++) {
+    // HTCondor sends the basename of a transfer_input_files entry: empty for `dir/`.
+    if (job.inputs[k]!.dst.length === 0) return `job ${job.name}: input file ${k + 1} ${show(job.inputs[k]!.src)} has an empty name (a directory? BOINC takes files only)`;
+  }
+  return undefined;
 }
 
 /** The job's command line as BOINC gets it (arguments already checked). */
@@ -115,7 +130,19 @@ const CHECK_SLICE_MS = 8;
  * network filesystem, never hold the protocol loop for long.
  */
 export async function checkInputFiles(paths: readonly string[]): Promise<Map<string, fs.BigIntStats>> {
+  const { stats, problems } = await statInputFiles(paths, true);
+  const first = problems.values().next();
+  if (!first.done) throw new SubmitCheckError(first.value);
+  return stats;
+}
+
+/**
+ * checkInputFiles for every path: the stats of the good ones, and why each other one
+ * cannot be sent (`firstOnly`: stop at the first problem).
+ */
+export async function statInputFiles(paths: readonly string[], firstOnly = false): Promise<{ stats: Map<string, fs.BigIntStats>; problems: Map<string, string> }> {
   const stats = new Map<string, fs.BigIntStats>();
+  const problems = new Map<string, string>();
   let sliceStart = Date.now();
   for (let i = 0; i < paths.length; i++) {
     if ((i & 63) === 63 && Date.now() - sliceStart >= CHECK_SLICE_MS) {
@@ -123,20 +150,36 @@ export async function checkInputFiles(paths: readonly string[]): Promise<Map<str
       sliceStart = Date.now();
     }
     const p = paths[i]!;
-    if (!p.startsWith('/')) throw new SubmitCheckError(`input file ${show(p)} is not an absolute path`);
-    try {
-      const st = fs.statSync(p, { bigint: true });
-      if (!st.isFile()) throw new SubmitCheckError(`input file ${p} is not a regular file`);
-      fs.accessSync(p, fs.constants.R_OK);
-      stats.set(p, st);
-    } catch (err) {
-      if (err instanceof SubmitCheckError) throw err;
-      const e = err as NodeJS.ErrnoException;
-      const why = e.code === 'ENOENT' ? 'does not exist' : e.code === 'EACCES' ? 'is not readable (permission denied)' : `cannot be read (${e.code ?? e.message})`;
-      throw new SubmitCheckError(`input file ${p} ${why}`);
+    const problem = inputFileProblem(p, stats);
+    if (problem) {
+      problems.set(p, problem);
+      if (firstOnly) break;
     }
   }
-  return stats;
+  return { stats, problems };
+}
+
+/** Why the input file cannot be sent, or undefined (its stat then put in `stats`). */
+function inputFileProblem(p: string, stats: Map<string, fs.BigIntStats>): string | undefined {
+  if (!p.startsWith('/')) return `input file ${show(p)} is not an absolute path`;
+  try {
+    const st = fs.statSync(p, { bigint: true });
+    if (!st.isFile()) return `input file ${p} is not a regular file`;
+    fs.accessSync(p, fs.constants.R_OK);
+    stats.set(p, st);
+    return undefined;
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const why = e.code === 'ENOENT' ? 'does not exist' : e.code === 'EACCES' ? 'is not readable (permission denied)' : `cannot be read (${e.code ?? e.message})`;
+    return `input file ${p} ${why}`;
+  }
+}
+
+/** Why the job's input count does not fit the app's input template, or undefined when it does. */
+export function inputCountProblem(job: SubmitJobSpec, openNames: readonly string[]): string | undefined {
+  const want = openNames.length;
+  if (job.inputs.length === want) return undefined;
+  return `job ${job.name} has ${job.inputs.length} input files, but the app's input template has ${want}${want ? ` (${openNames.join(', ')})` : ''}`;
 }
 
 /**
@@ -148,9 +191,8 @@ export async function checkInputFiles(paths: readonly string[]): Promise<Map<str
 export function orderInputs(jobs: readonly SubmitJobSpec[], openNames: readonly string[]): { jobs: SubmitJobSpec[]; reordered: boolean } {
   const want = openNames.length;
   for (const job of jobs) {
-    if (job.inputs.length !== want) {
-      throw new SubmitCheckError(`job ${job.name} has ${job.inputs.length} input files, but the app's input template has ${want}${want ? ` (${openNames.join(', ')})` : ''}`);
-    }
+    const problem = inputCountProblem(job, openNames);
+    if (problem) throw new SubmitCheckError(problem);
   }
   const position = new Map<string, number>();
   openNames.forEach((n, i) => position.set(n, i));

@@ -128,6 +128,32 @@ test('a bad job is refused alone, with its own reason; the others of its burst a
   expect(server.batches().some((bt) => bt.app === 'nosuchapp')).toBe(false);
 }, LONG);
 
+test("an input over the project's upload limit holds that job alone, with its own reason; the others of its batch go to BOINC", async () => {
+  const g = await gridmanager();
+  // The test server keeps PHP's default upload_max_filesize (2M), as the GAHP assumes.
+  const big = 'x'.repeat(3 * 1024 * 1024) + '\n';
+  const ads = [job('one\n'), job(big), job('two\n')];
+  const creates = server.rpcLog().filter((e) => e.rpc === 'create_batch').length;
+  const subs = await g.submitMany(ads);
+  // Each job passed the checks a submit can make alone: every one gets an id.
+  for (const s of subs) expect(s).toMatchObject({ rc: 0 });
+  const [one, tooBig, two] = subs.map((s) => s.jobId);
+  await onServer([one!, two!]);
+  const held = await g.waitStatus(tooBig!, 5);
+  expect(held.ad).toContain(path.join(ads[1]!.Iwd, 'in'));
+  expect(held.ad).toMatch(/upload_max_filesize/);
+  expect(server.jobs().some((j) => j.name === nameOf(tooBig!))).toBe(false);
+  // One batch, with the two good jobs; the big file was never sent.
+  expect(server.rpcLog().filter((e) => e.rpc === 'create_batch').length).toBe(creates + 1);
+  const batch = nameOf(one!).replace(/_\d+$/, '');
+  expect(server.jobs(batch).map((j) => j.name).sort()).toEqual([nameOf(one!), nameOf(two!)].sort());
+  server.advanceAll(batch, 'DONE');
+  for (const id of [one!, two!]) expect((await g.waitStatus(id, 4)).jobStatus).toBe(4);
+  // The batch's jobs are all final (the held one included): it is retired.
+  for (let i = 0; i < 50 && !server.rpcLog().some((e) => e.rpc === 'retire_batch' && e.raw.includes(batch)); i++) await new Promise((r) => setTimeout(r, 100));
+  expect(server.rpcLog().some((e) => e.rpc === 'retire_batch' && e.raw.includes(batch))).toBe(true);
+}, LONG);
+
 test('cancel aborts the BOINC job and the status says removed', async () => {
   const g = await gridmanager();
   const { jobId } = await g.submit(job('to cancel\n'));

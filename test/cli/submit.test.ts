@@ -605,6 +605,31 @@ test('status shows a batch whose BOINC_SUBMIT failed as failed, with the error, 
   }
 });
 
+test('a submit that failed once its batch existed withdraws that batch; run again, the jobs go into a new batch', async () => {
+  const own = await startTestServer();
+  try {
+    fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
+    fs.writeFileSync(path.join(dir, 'in.txt'), `fresh ${Date.now()}\n`);
+    writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue 2'], own.url);
+    own.injectFault({ script: 'job_file.php', rpc: 'upload_files', kind: '5xx', count: 1000 });
+    const s = await submit('job.sub', '--no-wait');
+    expect(s.code).toBe(1);
+    expect(s.stderr).toMatch(/the batch was withdrawn \(0 jobs aborted, batch retired\)/);
+    // Not left empty on the server.
+    expect(own.batches().map((b) => [b.state, b.jobNames.length])).toEqual([[4, 0]]);
+    const failed = own.batches()[0]!.name;
+
+    own.clearFaults();
+    expect((await submit('job.sub', '--no-wait')).code).toBe(0);
+    const made = own.batches().filter((b) => b.name !== failed);
+    expect(made).toHaveLength(1);
+    expect(made[0]!.jobNames).toHaveLength(2);
+    expect(made[0]!.state).not.toBe(4);
+  } finally {
+    await own.close();
+  }
+});
+
 test("status --account lists every batch the account has on the server, with its cluster and submit file when known here (issue 37, item 4)", async () => {
   const own = await startTestServer();
   try {

@@ -140,12 +140,15 @@ describe('faults during staging', () => {
     env.server.clearFaults();
   });
 
-  test('a persistent upload failure fails the batch after bounded retries, saying where and why', async () => {
-    const { line } = makeBatch(2, 2);
+  test('a persistent upload failure fails the batch after bounded retries, saying where and why, and withdraws the batch', async () => {
+    const { line, batch } = makeBatch(2, 2);
     env.server.injectFault({ script: 'job_file.php', rpc: 'upload_files', kind: '5xx', count: 1000 });
     const since = env.server.rpcLog().length;
     const [msg] = await submit(line);
     expect(msg).toMatch(/^staging input files: upload_files failed: .*500/);
+    // The gridmanager takes the error as the batch's end: the batch is not left empty on the server.
+    expect(msg).toMatch(/the batch was withdrawn \(0 jobs aborted, batch retired\)/);
+    expect(env.server.batches().find((b) => b.name === batch)!.state).toBe(4);
     const uploads = rpcNames(env.server, since).filter((n) => n === 'upload_files').length;
     expect(uploads).toBeGreaterThan(1);
     expect(uploads).toBeLessThanOrEqual(5);
@@ -219,7 +222,7 @@ describe('repeat safety', () => {
 });
 
 describe('changed inputs', () => {
-  test('a file changed after it was hashed is never uploaded under its old name; the repeat uses the new content', async () => {
+  test('a file changed after it was hashed is never uploaded under its old name; the failed batch is withdrawn and the job, released into a new one, takes the new content', async () => {
     const p = writeInput(env.dir, `changing${fileSeq++}.txt`, 'before the change\n');
     const batch = batchName('uppercase');
     const line = submitLine(batch, 'uppercase', [{ name: jobName(batch, 95, 0), inputs: [[p, 'in']] }]);
@@ -239,11 +242,15 @@ describe('changed inputs', () => {
     expect(msg).toContain(p);
     expect(msg).toContain('changed');
     expect(uploadedNames(env.server, since)).toEqual([]);
-    // HTCondor repeats the submit: the batch left empty is reused with the new content.
+    // The error is the batch's end for the gridmanager (it holds the job and puts it in a
+    // new batch when released): the batch is withdrawn, not left empty on the server.
+    expect(msg).toContain('the batch was withdrawn (0 jobs aborted, batch retired)');
+    expect(env.server.batches().find((b) => b.name === batch)!.state).toBe(4);
+    // Released, the job goes into a new batch, with the new content.
+    const again = batchName('uppercase');
     await sleep(60);
-    expect(await submit(line)).toEqual(['NULL']);
-    expect(env.server.jobs(batch)[0]!.inputFiles).toEqual([phys('after the change, longer\n')]);
-    expect(env.server.batches().filter((b) => b.name === batch)).toHaveLength(1);
+    expect(await submit(submitLine(again, 'uppercase', [{ name: jobName(again, 95, 0), inputs: [[p, 'in']] }]))).toEqual(['NULL']);
+    expect(env.server.jobs(again)[0]!.inputFiles).toEqual([phys('after the change, longer\n')]);
   });
 });
 

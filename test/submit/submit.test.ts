@@ -166,6 +166,15 @@ describe('input order and parameters', () => {
     expect(await submit(submitLine(batch, 'concat', [{ name: jobName(batch, 600, 0), args, inputs: [[p, 'a'], [p, 'b']] }]))).toEqual(['NULL']);
     expect(env.server.jobs(batch)[0]!.commandLine).toBe(args.join(' '));
   });
+
+  test("an app named by a path (HTCondor 10.0 sends `executable = /usr/local/bin/uppercase` as written) is the app of the path's last name", async () => {
+    const p = writeInput(env.dir, 'apppath.txt', 'app path\n');
+    // The gridmanager puts the app, as it has it, into the batch name too.
+    const batch = batchName('/usr/local/bin/uppercase');
+    expect(await submit(submitLine(batch, '/usr/local/bin/uppercase', [{ name: jobName(batch, 610, 0), inputs: [[p, 'in']] }]))).toEqual(['NULL']);
+    expect(env.server.batches().find((b) => b.name === batch)!.app).toBe('uppercase');
+    expect(env.server.jobs(batch)).toHaveLength(1);
+  });
 });
 
 describe('checks before anything is created', () => {
