@@ -203,7 +203,7 @@ export function leaseDue(ctx: BlahpContext, rec: BatchRecord, nowS = Math.floor(
  * - 'give-up-kept': every job has one, some hold a kept result, and the lease has run out:
  *   nobody came back for them (a condor_rm, a job never released), so it is retired too.
  * A kept result alone does not renew the lease: it waits for its job only until the lease
- * runs out (docs/blahp.md, "Outputs").
+ * runs out (docs/blahp.md, "Kept results").
  */
 export type BatchChore = 'renew' | 'retire' | 'give-up-kept' | undefined;
 
