@@ -802,8 +802,8 @@ export class BlahRoute {
   }
 }
 
-/** The identity of a job across its submissions: the JobDirectory without its trailing time. */
-function identityOf(submissionKey: string): string | undefined {
+/** The identity of a job across its submissions: the JobDirectory without its trailing time. The scripts route (gahp/blahp/submit.ts) reads -D with it. */
+export function identityOf(submissionKey: string): string | undefined {
   const m = /^(.*_[0-9]+\.[0-9]+)_[0-9]+$/.exec(submissionKey);
   return m ? m[1] : undefined;
 }

@@ -10,7 +10,10 @@
  * leaves no partial output under a real name; the next worker starts that job again.
  *
  * A fetch that fails for a reason other than the transport is tried again on the next
- * rounds; after MAX_ATTEMPTS such failures the job is held with the reason.
+ * rounds; after MAX_ATTEMPTS such failures the job is held with the reason, and its result
+ * is kept on BOINC (not aborted, its batch not retired) when the job can come back for it
+ * (its identity is known: records.ts); a job released is submitted again and then takes
+ * that result back instead of running again (submit.ts, takeKeptResult).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -24,8 +27,8 @@ import { ensureStdout } from '../blah/route.js';
 import type { BlahpContext } from './context.js';
 import { jobName, type ParsedJobName } from './names.js';
 import {
-  batchFile, batchFinished, erroredRecord, fetchAttemptsFile, finalRecord, jobSpecFile, leaseDue, liveBatches,
-  type BatchRecord, type FinalRecord, type JobSpec, type StatusSnapshot,
+  batchChore, batchFile, erroredRecord, fetchAttemptsFile, finalRecord, forgetKeptResults, jobSpecFile, keptResultFile, liveBatches,
+  type BatchRecord, type Claim, type FinalRecord, type JobSpec, type StatusSnapshot,
 } from './records.js';
 import { writeFinalRecord } from './quick.js';
 import { readJson, writeJsonAtomic } from './state.js';
@@ -101,14 +104,16 @@ export async function runFetcher(ctx: BlahpContext): Promise<number> {
   return fetched;
 }
 
-/** Renews the leases that are due and retires the batches whose jobs are all finished. */
+/** Renews the leases that are due and retires the batches whose jobs are all finished (records.ts, batchChore). */
 async function batchChores(ctx: BlahpContext): Promise<void> {
   const services = await ctx.services();
   const nowS = Math.floor(Date.now() / 1000);
   for (const rec of liveBatches(ctx)) {
-    if (batchFinished(ctx, rec)) {
+    const chore = batchChore(ctx, rec, nowS);
+    if (chore === 'give-up-kept') ctx.log.info(`blahp: batch ${rec.batch}: its lease ran out with results kept that no job came back for; retiring it`);
+    if (chore === 'retire' || chore === 'give-up-kept') {
       await retireBatch(ctx, rec);
-    } else if (leaseDue(ctx, rec, nowS)) {
+    } else if (chore === 'renew') {
       const until = nowS + ctx.cfg.leaseSeconds;
       try {
         await setLeaseCommand(services).run(await ctx.bound({ batchName: rec.batch, expireTime: until }), ctx.handler('lease', ctx.cfg.rpcTimeoutMs * 3));
@@ -130,6 +135,7 @@ export async function retireBatch(ctx: BlahpContext, rec: BatchRecord): Promise<
     writeJsonAtomic(batchFile(ctx, rec.batch), { ...rec, state: 'retired' } satisfies BatchRecord);
     ctx.log.info(`blahp: retired batch ${rec.batch}: every job finished`);
     releaseDestinations(ctx, rec);
+    forgetKeptResults(ctx, rec);
     return true;
   } catch (err) {
     ctx.log.warn(`blahp: retiring ${rec.batch} failed: ${(err as Error).message}`);
@@ -140,7 +146,9 @@ export async function retireBatch(ctx: BlahpContext, rec: BatchRecord): Promise<
 /** After a cancel: retires the job's batch at once when that was its last unfinished job. */
 export async function retireIfFinished(ctx: BlahpContext, batch: string): Promise<void> {
   const rec = readJson<BatchRecord>(batchFile(ctx, batch));
-  if (rec && rec.state === 'submitted' && batchFinished(ctx, rec)) await retireBatch(ctx, rec);
+  if (rec?.state !== 'submitted') return;
+  const chore = batchChore(ctx, rec);
+  if (chore === 'retire' || chore === 'give-up-kept') await retireBatch(ctx, rec);
 }
 
 /** Fetches one job's outputs and writes its done record; false when it must be tried again later. */
@@ -179,7 +187,9 @@ export async function fetchJob(ctx: BlahpContext, job: ParsedJobName): Promise<b
     if (transport) return false;
     const attempts = (readJson<{ attempts: number }>(fetchAttemptsFile(ctx, job))?.attempts ?? 0) + 1;
     if (attempts >= MAX_ATTEMPTS) {
-      hold(ctx, job, `fetching the outputs of BOINC job ${job.jobName} failed ${attempts} times: ${msg}`);
+      if (spec.identity) keepResult(ctx, job, spec.identity, `BOINC finished job ${job.jobName} but its outputs could not be put in place (${attempts} attempts): ${msg}`);
+      else hold(ctx, job, `fetching the outputs of BOINC job ${job.jobName} failed ${attempts} times: ${msg}`);
+      fs.rmSync(fetchAttemptsFile(ctx, job), { force: true });
       return true;
     }
     writeJsonAtomic(fetchAttemptsFile(ctx, job), { attempts, error: msg });
@@ -244,6 +254,19 @@ async function failedInstanceStderr(ctx: BlahpContext, job: ParsedJobName): Prom
     ctx.log.debug(`blahp: no stderr of failed job ${job.jobName}: ${(err as Error).message}`);
     return '';
   }
+}
+
+/**
+ * Holds a DONE job whose outputs could not be put in place, its result kept on BOINC for the
+ * job's return after a release (issue 38, item 2: a finished result is never run again).
+ * The kept-result file first, then the held record: a crash between them leaves a file that
+ * names a job with no kept result, which submit.ts ignores.
+ */
+function keepResult(ctx: BlahpContext, job: ParsedJobName, identity: string, what: string): void {
+  writeJsonAtomic(keptResultFile(ctx, identity), { batch: job.batch, n: job.n } satisfies Claim);
+  const reason = `${what}. The result is kept on BOINC until its batch's lease runs out (boinc_lease_hours): fix the cause and release the job to fetch it`;
+  writeFinalRecord(ctx, job, { kind: 'held', at: Date.now(), reason, code: 0, resultKept: true });
+  ctx.log.info(`blahp fetch: ${job.jobName}: held, its result kept on BOINC for the job's release`);
 }
 
 function hold(ctx: BlahpContext, job: ParsedJobName, reason: string): void {

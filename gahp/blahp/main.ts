@@ -6,7 +6,7 @@
  * - status: exactly one line per id, `0[...]` or `1<error>`, and exit 0.
  * - cancel: ` 0 No\ error` (one id; `.<i> 0 No\ error` per id for several) and exit 0; or a
  *   message on stderr and exit 1. A batch whose last unfinished job was cancelled is
- *   retired right away.
+ *   retired right away. A job held with its result kept is not aborted (fetch.ts).
  * - hold, resume: BOINC has neither: a message on stderr, exit 1.
  * - ping: `0 No error` when the project answers, else `1 <reason>`; exit 0.
  * - install [dir] [--force], uninstall [dir]: write or remove the scripts, by default in
@@ -19,6 +19,7 @@ import { openContext, type BlahpContext } from './context.js';
 import { errorLine } from './classad.js';
 import { blahpJobId, jobNameFromId } from './names.js';
 import { writeFinalRecord } from './quick.js';
+import { resultKept } from './records.js';
 import { statusLines } from './status.js';
 import { errorMessage, oneEditApart } from '../util.js';
 import { makeDirs } from '../dirs.js';
@@ -170,6 +171,13 @@ async function cancelAction(rest: string[]): Promise<number> {
         const job = jobNameFromId(rest[i]!);
         try {
           if (!job) throw new Error(`malformed BOINC job id ${rest[i]}`);
+          // The gridmanager cancels every job it holds, this one too: its result stays on
+          // BOINC for the job's return after a release, or until its batch's lease runs out.
+          if (resultKept(ctx, job)) {
+            ctx.log.info(`blahp cancel: ${job.jobName}: its result is kept on BOINC for the job's release; nothing aborted`);
+            out += `${prefix} 0 No\\ error\n`;
+            continue;
+          }
           await abortJobsCommand(await ctx.services()).run(await ctx.bound({ jobNames: [job.jobName] }), ctx.handler(`cancel ${job.jobName}`, 25_000));
           writeFinalRecord(ctx, job, { kind: 'cancelled', at: Date.now() });
           ctx.log.info(`blahp cancel: ${job.jobName}: aborted on BOINC`);

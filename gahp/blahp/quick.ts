@@ -162,6 +162,15 @@ export function writeFinalRecord(ctx: BlahpContext, job: ParsedJobName, rec: Fin
 }
 
 /**
+ * Removes the job's `.final` line, after its final records were removed (a kept result taken
+ * back on release, submit.ts): the job is not final any more. In that order, so that a status
+ * call between the two cannot write the line again from a record.
+ */
+export function dropFinalLine(ctx: BlahpContext, job: ParsedJobName): void {
+  fs.rmSync(quickFile(ctx, canonical(job), 'final'), { force: true });
+}
+
+/**
  * Node answered from a final record: its `.final` is written if missing or different (a
  * record written before this version, or a crash between the record and its line).
  */

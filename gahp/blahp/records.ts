@@ -5,8 +5,14 @@
  * place: exit code and times), cancelled (boinc_cancel.sh succeeded), held (BOINC gave up
  * on it, or its outputs could not be fetched). All written whole and renamed into place;
  * a done record only after the outputs are in place. Light: status calls load this.
+ *
+ * A DONE job whose outputs could not be put in place is held with its result kept on BOINC
+ * (issue 38, item 2): `kept/<hash>` names it by the job's identity, for the job's return
+ * after a release (submit.ts), and its batch is not retired (retiring lets BOINC delete the
+ * result) until its lease, no longer renewed for it, has run out (batchChore).
  */
 import { spawn } from 'node:child_process';
+import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { BlahpContext } from './context.js';
@@ -32,6 +38,12 @@ export interface JobSpec {
   stdout?: string;
   stderr?: string;
   memoryMb?: number;
+  /**
+   * The job across its submissions: the gridmanager's sandbox id (-D) without its time
+   * (gahp/blah/route.ts, identityOf), the same when a released job is submitted again.
+   * Absent when -D is not one: such a job's result is never kept.
+   */
+  identity?: string;
   /** The submit call's process: when it is gone before the job got its id, nobody will ask for the job. */
   pid: number;
   createdAt: number;
@@ -93,7 +105,7 @@ export interface StatusSnapshot {
 export type FinalRecord =
   | { kind: 'done'; at: number; exitCode: number; wallClock: number; cpu: number }
   | { kind: 'cancelled'; at: number }
-  | { kind: 'held'; at: number; reason: string; code: number };
+  | { kind: 'held'; at: number; reason: string; code: number; resultKept?: boolean };
 
 function recordFile(ctx: BlahpContext, job: ParsedJobName, kind: string): string {
   return path.join(ctx.cfg.paths.jobs, job.batch, `${job.n}.${kind}.json`);
@@ -108,6 +120,31 @@ export const fetchAttemptsFile = (ctx: BlahpContext, job: ParsedJobName) => reco
 /** The job's final record, if any (a cancel wins over what the server said after it). */
 export function finalRecord(ctx: BlahpContext, job: ParsedJobName): FinalRecord | undefined {
   return readJson<FinalRecord>(cancelledFile(ctx, job)) ?? readJson<FinalRecord>(doneFile(ctx, job)) ?? readJson<FinalRecord>(heldFile(ctx, job));
+}
+
+/** Whether the job is held with its result kept on BOINC for its return (fetch.ts). */
+export function resultKept(ctx: BlahpContext, job: ParsedJobName): boolean {
+  const rec = finalRecord(ctx, job);
+  return rec?.kind === 'held' && rec.resultKept === true;
+}
+
+/**
+ * The file naming the job (a Claim: batch and number) whose result is kept for this identity.
+ * Hashed with the project URL: another project's job is not this one.
+ */
+export function keptResultFile(ctx: BlahpContext, identity: string): string {
+  return path.join(ctx.cfg.paths.kept, crypto.createHash('sha256').update(`${ctx.cfg.projectUrl}\0${identity}`).digest('hex').slice(0, 40));
+}
+
+/** Removes the kept-result files that name jobs of this batch (it is retired or gone: nothing is kept any more). */
+export function forgetKeptResults(ctx: BlahpContext, rec: BatchRecord): void {
+  rec.keys.forEach((_, n) => {
+    const identity = readJson<JobSpec>(jobSpecFile(ctx, rec.batch, n))?.identity;
+    if (!identity) return;
+    const file = keptResultFile(ctx, identity);
+    const kept = readJson<Claim>(file);
+    if (kept?.batch === rec.batch && kept.n === n) fs.rmSync(file, { force: true });
+  });
 }
 
 /**
@@ -159,7 +196,24 @@ export function leaseDue(ctx: BlahpContext, rec: BatchRecord, nowS = Math.floor(
   return rec.leaseExpiresAt === undefined || rec.leaseExpiresAt - nowS < ctx.cfg.leaseSeconds / 2;
 }
 
-/** Whether every job of the batch has a final record (the batch can be retired). */
-export function batchFinished(ctx: BlahpContext, rec: BatchRecord): boolean {
-  return rec.keys.every((_, n) => finalRecord(ctx, { jobName: jobName(rec.batch, n), batch: rec.batch, n }) !== undefined);
+/**
+ * What a live batch needs from the background worker:
+ * - 'renew' its lease (less than half left) while a job has no final record;
+ * - 'retire' it once every job has one (BOINC may then delete its files);
+ * - 'give-up-kept': every job has one, some hold a kept result, and the lease has run out:
+ *   nobody came back for them (a condor_rm, a job never released), so it is retired too.
+ * A kept result alone does not renew the lease: it waits for its job only until the lease
+ * runs out (docs/blahp.md, "Kept results").
+ */
+export type BatchChore = 'renew' | 'retire' | 'give-up-kept' | undefined;
+
+export function batchChore(ctx: BlahpContext, rec: BatchRecord, nowS = Math.floor(Date.now() / 1000)): BatchChore {
+  let kept = false;
+  for (let n = 0; n < rec.keys.length; n++) {
+    const f = finalRecord(ctx, { jobName: jobName(rec.batch, n), batch: rec.batch, n });
+    if (!f) return leaseDue(ctx, rec, nowS) ? 'renew' : undefined;
+    if (f.kind === 'held' && f.resultKept) kept = true;
+  }
+  if (!kept) return 'retire';
+  return (rec.leaseExpiresAt ?? 0) <= nowS ? 'give-up-kept' : undefined;
 }

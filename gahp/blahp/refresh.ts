@@ -9,7 +9,7 @@ import { queryBatchesCommand } from '../commands/query-batches.js';
 import type { BlahpContext } from './context.js';
 import type { ParsedJobName } from './names.js';
 import { writeJsonAtomic } from './state.js';
-import { batchFile, batchFinished, ensureFetcher, finalRecord, leaseDue, liveBatches, type BatchRecord, type StatusSnapshot } from './records.js';
+import { batchChore, batchFile, ensureFetcher, finalRecord, forgetKeptResults, liveBatches, type BatchRecord, type StatusSnapshot } from './records.js';
 import { dropStamp, snapshotState, writeSnapshotLines, writeStamp, type SnapshotLines } from './quick.js';
 
 /** One BOINC_QUERY_BATCHES over every live batch (and `also`); writes and returns the snapshot. */
@@ -125,9 +125,10 @@ async function chores(ctx: BlahpContext, snap: StatusSnapshot, live: BatchRecord
   for (const rec of live) {
     if (snap.gone.includes(rec.batch)) {
       writeJsonAtomic(batchFile(ctx, rec.batch), { ...rec, state: 'retired' } satisfies BatchRecord);
+      forgetKeptResults(ctx, rec);
       continue;
     }
-    if (leaseDue(ctx, rec, nowS) || batchFinished(ctx, rec)) housekeeping = true;
+    if (batchChore(ctx, rec, nowS) !== undefined) housekeeping = true;
   }
   if (needFetch || housekeeping) ensureFetcher(ctx);
 }

@@ -17,6 +17,8 @@ export interface BlahpPaths {
   jobs: string;
   batches: string;
   claims: string;
+  /** Kept results by job identity (records.ts, keptResultFile). */
+  kept: string;
   templates: string;
   statusSnapshot: string;
   /** Names the snapshot whose quick status lines are valid (quick.ts). */
@@ -33,6 +35,7 @@ export function blahpPaths(stateDir: string): BlahpPaths {
     jobs: path.join(root, 'jobs'),
     batches: path.join(root, 'batches'),
     claims: path.join(root, 'claims'),
+    kept: path.join(root, 'kept'),
     templates: path.join(root, 'templates'),
     statusSnapshot: path.join(root, 'status.json'),
     statusStamp: path.join(root, 'status.stamp'),

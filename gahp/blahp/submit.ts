@@ -18,6 +18,8 @@
  *    name in `pending/<group>.inflight` until it is settled. A leader that dies leaves its
  *    lock to be taken over; the next leader first settles the in-flight batch by running
  *    the same BOINC_SUBMIT again, which finds what reached the server and completes it.
+ * A job released after its result was kept (fetch.ts: its outputs could not be put in place)
+ * comes back with a new -D: it takes that result back (takeKeptResult), no new BOINC job.
  * A job whose submit call ended before it got its id (blahpd killed the call) is never
  * asked for again: a leader drops such a job while it is queued, and aborts it (recorded
  * as cancelled) when its batch was already settled. A waiting call writes a progress line
@@ -30,6 +32,7 @@ import type { AppTemplates } from '../../boinc-rpc/types.js';
 import type { SubmitJobSpec, SubmitRequest } from '../staging/parse.js';
 import { SubmitCheckError } from '../staging/validate.js';
 import { checkJob } from '../blah/job-check.js';
+import { identityOf } from '../blah/route.js';
 import { stepError } from '../staging/steps.js';
 import { abortJobsCommand } from '../commands/abort-jobs.js';
 import { submitCommand } from '../commands/submit.js';
@@ -38,8 +41,11 @@ import { jobName, newBatchName, newSubmitKey, type ParsedJobName } from './names
 import { ensureDir, exists, readJson, writeJsonAtomic } from './state.js';
 import { tryLockFile, unlockFile } from '../state-files.js';
 import { pidAlive, sleep, errorMessage } from '../util.js';
-import { batchFile, cancelledFile, jobSpecFile, type BatchRecord, type Claim, type JobSpec } from './records.js';
-import { writeFinalRecord } from './quick.js';
+import {
+  batchFile, cancelledFile, fetchAttemptsFile, heldFile, jobSpecFile, keptResultFile, resultKept,
+  type BatchRecord, type Claim, type JobSpec,
+} from './records.js';
+import { dropFinalLine, writeFinalRecord } from './quick.js';
 import { BlahpUsageError, inputPaths, outputSpecs, parseSubmitArgv, readListFile, show } from './submit-args.js';
 import { resolveUnder } from '../output/staging.js';
 import { claimDestinations } from './destinations.js';
@@ -107,6 +113,9 @@ export async function prepareJob(ctx: BlahpContext, argv: readonly string[]): Pr
   if (out) spec.stdout = out;
   if (err) spec.stderr = err;
   if (memoryMb) spec.memoryMb = memoryMb;
+  // The same for the job released and submitted again (a new -D differs only in its time).
+  const identity = jobDir ? identityOf(jobDir) : undefined;
+  if (identity) spec.identity = identity;
   return spec;
 }
 
@@ -130,6 +139,9 @@ async function appTemplates(ctx: BlahpContext, app: string): Promise<AppTemplate
 export async function submitJob(ctx: BlahpContext, argv: readonly string[], progress: (line: string) => void): Promise<string> {
   const spec = await prepareJob(ctx, argv);
   const { paths } = ctx.cfg;
+  // Before the claim: a repeat of a submission whose taking-back a crash cut short finishes it.
+  const kept = await takeKeptResult(ctx, spec);
+  if (kept) return kept;
   const claim = readJson<Claim>(path.join(paths.claims, spec.key));
   if (claim) {
     const rec = readJson<BatchRecord>(batchFile(ctx, claim.batch));
@@ -168,6 +180,48 @@ export async function submitJob(ctx: BlahpContext, argv: readonly string[], prog
   } finally {
     clearInterval(timer);
   }
+}
+
+/**
+ * A job released after its result was kept (fetch.ts) is submitted again with a new -D: when
+ * a result is kept for its identity (schedd, owner, cluster.proc), of the same app, arguments
+ * and inputs (the same submission, not another job that got the number), in a batch whose
+ * lease has not run out, the job takes it back instead of running again on BOINC: its record
+ * becomes this submission's (key, Iwd, outputs, Out, Err), and its final records go, so the
+ * background worker fetches the result into the places this submission names. Returns the
+ * BOINC job, or undefined for a new one. Each step can be done again: a crash part-way
+ * leaves the kept-result file, and the repeated submission takes the result back anew.
+ */
+async function takeKeptResult(ctx: BlahpContext, spec: JobSpec): Promise<string | undefined> {
+  if (!spec.identity) return undefined;
+  const keptFile = keptResultFile(ctx, spec.identity);
+  let kept: Claim | undefined;
+  try {
+    kept = readJson<Claim>(keptFile);
+  } catch {
+    // Unreadable (another user's, in a shared state directory): not this job's.
+    return undefined;
+  }
+  if (!kept) return undefined;
+  const job = { jobName: jobName(kept.batch, kept.n), batch: kept.batch, n: kept.n };
+  const rec = readJson<BatchRecord>(batchFile(ctx, kept.batch));
+  const was = readJson<JobSpec>(jobSpecFile(ctx, kept.batch, kept.n));
+  if (rec?.state !== 'submitted' || (rec.leaseExpiresAt ?? 0) <= Date.now() / 1000 || !was || !resultKept(ctx, job)) return undefined;
+  const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+  if (was.identity !== spec.identity || was.app !== spec.app || !same(was.args, spec.args) || !same(was.inputs, spec.inputs)) return undefined;
+  // This submission's destinations and Err, as for a new job.
+  const clash = await claimDestinations(ctx, spec);
+  if (clash) throw new SubmitCheckError(clash);
+  const errProblem = startErrorFile(spec);
+  if (errProblem) throw new SubmitCheckError(errProblem);
+  writeJsonAtomic(jobSpecFile(ctx, kept.batch, kept.n), spec);
+  writeJsonAtomic(path.join(ctx.cfg.paths.claims, spec.key), kept);
+  fs.rmSync(fetchAttemptsFile(ctx, job), { force: true });
+  fs.rmSync(heldFile(ctx, job), { force: true });
+  dropFinalLine(ctx, job);
+  fs.rmSync(keptFile, { force: true });
+  ctx.log.info(`blahp submit ${spec.key}: released job ${spec.identity} takes back its kept result, BOINC job ${job.jobName}: fetched again, no new BOINC job`);
+  return job.jobName;
 }
 
 /**
