@@ -61,6 +61,8 @@ export interface BatchRecord {
   keys: string[];
   state: BatchState;
   error?: string;
+  /** Job number -> why BOINC_SUBMIT left that job out (its own problem; the others went). */
+  refused?: Record<string, string>;
   memoryMb?: number;
   createdAt: number;
   submittedAt?: number;

@@ -37,7 +37,7 @@ import { stepError } from '../staging/steps.js';
 import { abortJobsCommand } from '../commands/abort-jobs.js';
 import { submitCommand } from '../commands/submit.js';
 import type { BlahpContext } from './context.js';
-import { jobName, newBatchName, newSubmitKey, type ParsedJobName } from './names.js';
+import { jobName, newBatchName, newSubmitKey, parseJobName, type ParsedJobName } from './names.js';
 import { ensureDir, exists, readJson, writeJsonAtomic } from './state.js';
 import { tryLockFile, unlockFile } from '../state-files.js';
 import { pidAlive, sleep, errorMessage } from '../util.js';
@@ -146,7 +146,7 @@ export async function submitJob(ctx: BlahpContext, argv: readonly string[], prog
   if (claim) {
     const rec = readJson<BatchRecord>(batchFile(ctx, claim.batch));
     const job = { jobName: jobName(claim.batch, claim.n), batch: claim.batch, n: claim.n };
-    if ((rec?.state === 'submitted' || rec?.state === 'retired') && !exists(cancelledFile(ctx, job))) {
+    if ((rec?.state === 'submitted' || rec?.state === 'retired') && !exists(cancelledFile(ctx, job)) && rec.refused?.[claim.n] === undefined) {
       ctx.log.info(`blahp submit ${spec.key}: repeated; it already is BOINC job ${job.jobName}`);
       return job.jobName;
     }
@@ -159,7 +159,7 @@ export async function submitJob(ctx: BlahpContext, argv: readonly string[], prog
       if (held) writeJsonAtomic(file, { ...held, pid: process.pid } satisfies JobSpec);
       return waitForBatch(ctx, spec);
     }
-    // Failed or cancelled: this repeat is a new job.
+    // Failed, refused or cancelled: this repeat is a new job.
     spec.key = newSubmitKey();
   }
   // No job overwrites an unfinished job's output (a remap blahpd dropped: destinations.ts).
@@ -250,6 +250,8 @@ async function waitForBatch(ctx: BlahpContext, spec: JobSpec): Promise<string> {
     const claim = readJson<Claim>(path.join(ctx.cfg.paths.claims, spec.key));
     if (claim) {
       const rec = readJson<BatchRecord>(batchFile(ctx, claim.batch));
+      const refused = rec?.refused?.[claim.n];
+      if (refused !== undefined) throw new SubmitCheckError(refused);
       if (rec?.state === 'submitted' || rec?.state === 'retired') return jobName(claim.batch, claim.n);
       if (rec?.state === 'failed') throw new Error(rec.error ?? 'the batch submission failed');
     }
@@ -345,11 +347,28 @@ async function submitClaimed(ctx: BlahpContext, batch: string): Promise<void> {
   };
   const t0 = Date.now();
   try {
-    await submitCommand(await ctx.services()).run(await ctx.bound(req), ctx.handler(`submit ${batch}`));
+    const { refused } = await submitCommand(await ctx.services()).submitJobs(await ctx.bound(req), ctx.handler(`submit ${batch}`));
     const now = Date.now();
-    writeJsonAtomic(file, { ...rec, state: 'submitted', submittedAt: now, leaseExpiresAt: Math.floor(now / 1000) + ctx.cfg.leaseSeconds } satisfies BatchRecord);
-    ctx.log.info(`blahp submit: batch ${batch}: ${jobs.length} jobs submitted in ${now - t0} ms`);
-    if (orphans.length > 0) await abortOrphans(ctx, orphans);
+    // A job with a problem of its own the checks at submit could not see (an input over the
+    // project's upload limits, one deleted since) is left out alone: its submit call fails
+    // with its reason (waitForBatch), and a held record makes it final for the batch.
+    const refusedByN: Record<string, string> = {};
+    for (const r of refused) {
+      const job = parseJobName(r.name);
+      if (!job) continue;
+      refusedByN[job.n] = r.reason;
+      writeFinalRecord(ctx, job, { kind: 'held', at: now, reason: `job not sent to BOINC: ${r.reason}`, code: 0 });
+      ctx.log.warn(`blahp submit: ${r.name} refused alone: ${r.reason}`);
+    }
+    const extra = refused.length > 0 ? { refused: refusedByN } : {};
+    if (refused.length === jobs.length) {
+      writeJsonAtomic(file, { ...rec, ...extra, state: 'failed', error: `every job of batch ${batch} was refused` } satisfies BatchRecord);
+      return;
+    }
+    writeJsonAtomic(file, { ...rec, ...extra, state: 'submitted', submittedAt: now, leaseExpiresAt: Math.floor(now / 1000) + ctx.cfg.leaseSeconds } satisfies BatchRecord);
+    ctx.log.info(`blahp submit: batch ${batch}: ${jobs.length - refused.length} jobs submitted in ${now - t0} ms`);
+    const gone = orphans.filter((o) => refusedByN[o.n] === undefined);
+    if (gone.length > 0) await abortOrphans(ctx, gone);
   } catch (err) {
     const msg = errorMessage(err);
     writeJsonAtomic(file, { ...rec, state: 'failed', error: `BOINC_SUBMIT of batch ${batch} (${jobs.length} jobs) failed: ${msg}` } satisfies BatchRecord);
