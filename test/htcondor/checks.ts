@@ -116,6 +116,31 @@ async function manyJobs(ctx: CheckContext): Promise<string> {
 }
 
 /**
+ * A job whose input the project cannot take (4 MB, over PHP's default upload_max_filesize
+ * of 2M that BOINC's real server keeps), submitted together with a good cluster of the same
+ * app (so the gridmanager gathers them): that job alone is held, its reason naming its
+ * file; the good cluster completes (issue 38, item 1).
+ */
+async function uploadLimitAlone(ctx: CheckContext): Promise<string> {
+  const dir = jobDir(ctx, 'upload-limit');
+  const bigDir = path.join(dir, 'big');
+  fs.mkdirSync(bigDir);
+  fs.writeFileSync(path.join(bigDir, 'in'), 'x'.repeat(4 * 1024 * 1024) + '\n');
+  const [good, big] = await Promise.all([
+    ctx.pool.submit(dir, gridSubmitFile(ctx, 2)),
+    ctx.pool.submit(dir, gridSubmitFile(ctx, 1).replace('universe = grid', 'universe = grid\ninitialdir = big')),
+  ]);
+  const [held] = await waitStatus(ctx, big, 1, 5);
+  const reason = String(held!.HoldReason);
+  if (!reason.includes(path.join(bigDir, 'in')) || !reason.includes('upload_max_filesize')) throw new Error(`job ${big}.0 held with ${JSON.stringify(reason)}: not its own reason`);
+  await waitLeftQueue(ctx, good);
+  await finishedJobs(ctx, good, 2, 4);
+  checkOutputs(ctx, dir, [0, 1], remapped(good));
+  await ctx.pool.act('condor_rm', big);
+  return `cluster ${good} completed; ${big}.0 held: ${reason.slice(0, 100)}...`;
+}
+
+/**
  * The job router's route (pool config, as the README gives it) turns marked vanilla jobs
  * into grid jobs; each job has its own initialdir (the router drops TransferOutputRemaps).
  */
@@ -174,5 +199,6 @@ export const GRID_CHECKS: Check[] = [
   { title: 'condor_hold and condor_release', run: holdAndRelease },
   { title: 'kill -9 of the gridmanager mid-run: no job submitted twice', run: killGridmanager },
   { title: '200-job cluster', run: manyJobs },
+  { title: 'an input over the upload limit beside a good cluster: held alone, the cluster completes', run: uploadLimitAlone },
   { title: 'job router route: vanilla jobs become grid jobs', run: routedVanillaJobs },
 ];
