@@ -128,7 +128,7 @@ async function uploadLimitAlone(ctx: CheckContext): Promise<string> {
   fs.writeFileSync(path.join(bigDir, 'in'), 'x'.repeat(4 * 1024 * 1024) + '\n');
   const [good, big] = await Promise.all([
     ctx.pool.submit(dir, gridSubmitFile(ctx, 2)),
-    ctx.pool.submit(dir, gridSubmitFile(ctx, 1).replace('universe = grid', 'universe = grid\ninitialdir = big')),
+    ctx.pool.submit(dir, gridSubmitFile(ctx, 1).replace('universe = grid', 'universe = grid\ninitialdir = big'), 'big.sub'),
   ]);
   const [held] = await waitStatus(ctx, big, 1, 5);
   const reason = String(held!.HoldReason);
