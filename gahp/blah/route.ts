@@ -177,7 +177,9 @@ export class BlahRoute {
       if (b.state === 'claimed' && b.projectUrl === usable) void this.settle(b).catch(() => undefined);
     }
     if (batches.length > 0) this.services.log.info(`batch boinc: ${batches.length} batches and ${finals.size} finished jobs read from ${this.store.dir}`);
-    this.housekeepingTimer = setInterval(() => void this.housekeeping(), HOUSEKEEPING_MS);
+    // Often enough that a lease is renewed before it runs out, however short it was set.
+    const every = Math.min(HOUSEKEEPING_MS, (this.services.config.defaultLeaseSeconds * 1000) / 4);
+    this.housekeepingTimer = setInterval(() => void this.housekeeping(), every);
     this.housekeepingTimer.unref();
     return this.store;
   }
@@ -265,6 +267,8 @@ export class BlahRoute {
   private async keptResult(identity: string, key: string, job: JobRequest): Promise<string | undefined> {
     for (const rec of this.batches.values()) {
       if (rec.state !== 'submitted' || rec.projectUrl !== this.binding().project.url) continue;
+      // A batch whose lease ran out may be gone from the server with its results.
+      if (rec.leaseExpiresAt !== undefined && rec.leaseExpiresAt <= Date.now() / 1000) continue;
       const n = rec.jobs.findIndex((j) => j.identity === identity);
       if (n < 0) continue;
       const name = boincJobName(rec.batch, n);
@@ -756,6 +760,11 @@ export class BlahRoute {
     });
   }
 
+  /** Whether every job of the batch is final or held with its result kept (nothing left to run). */
+  private onlyKeptLeft(rec: StoredBatch): boolean {
+    return rec.jobs.every((_, n) => this.finals.has(boincJobName(rec.batch, n)));
+  }
+
   /** After a job's final state: its batch is retired at once when it was the last one. */
   private afterFinal(batch: string): void {
     const rec = this.batches.get(batch);
@@ -789,6 +798,13 @@ export class BlahRoute {
       if (rec.state !== 'submitted' || rec.projectUrl !== binding.project.url || this.gone.has(rec.batch)) continue;
       if (this.batchFinished(rec)) {
         await this.retire(rec);
+      } else if (this.onlyKeptLeft(rec)) {
+        // Results kept for jobs that may come back (released): the lease is not renewed for
+        // them, and once it has run out nobody is coming: the batch is retired.
+        if (rec.leaseExpiresAt !== undefined && rec.leaseExpiresAt <= nowS) {
+          this.services.log.info(`batch boinc: batch ${rec.batch}: its lease ran out with results kept that no job came back for; retiring it`);
+          await this.retire(rec);
+        }
       } else if (rec.leaseExpiresAt === undefined || rec.leaseExpiresAt - nowS < lease / 2) {
         try {
           await setLeaseCommand(this.services).run({ request: { batchName: rec.batch, expireTime: nowS + lease }, binding }, this.handler('lease', this.rpcTimeoutMs * 2));

@@ -29,6 +29,7 @@ const OPTIONS: ReadonlyArray<{ name: string; key: keyof GlobalOptions | 'protoco
   { name: 'authenticator-file', key: 'authenticatorFile', kind: 'string', env: 'BOINC_GAHP_AUTHENTICATOR_FILE' },
   { name: 'rpc-timeout', key: 'rpcTimeout', kind: 'positive', env: 'BOINC_GAHP_RPC_TIMEOUT' },
   { name: 'command-timeout', key: 'commandTimeout', kind: 'nonNegative', env: 'BOINC_GAHP_COMMAND_TIMEOUT' },
+  { name: 'lease-hours', key: 'leaseHours', kind: 'positive', env: 'BOINC_GAHP_LEASE_HOURS' },
   { name: 'concurrency', key: 'concurrency', kind: 'positiveInt', env: 'BOINC_GAHP_CONCURRENCY' },
   { name: 'proxy', key: 'proxy', kind: 'string', env: 'BOINC_GAHP_PROXY' },
   { name: 'no-proxy', key: 'noProxy', kind: 'string', env: 'BOINC_GAHP_NO_PROXY' },

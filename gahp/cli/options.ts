@@ -31,6 +31,8 @@ export interface GlobalOptions {
   authenticatorFile?: string;
   rpcTimeout?: number;
   commandTimeout?: number;
+  /** Lease of the batches the GAHP creates (and the batch boinc route renews), hours. */
+  leaseHours?: number;
   concurrency?: number;
   /** The proxy of every RPC, overriding the environment's ('' for none); boinc-rpc/network.ts. */
   proxy?: string;
@@ -78,6 +80,7 @@ export function runOptions(g: GlobalOptions): Omit<GahpRunOptions, 'input' | 'ou
     rpcTimeoutMs: g.rpcTimeout ? g.rpcTimeout * 1000 : undefined,
     commandTimeoutMs: g.commandTimeout !== undefined ? g.commandTimeout * 1000 : undefined,
     rpcConcurrency: g.concurrency,
+    leaseSeconds: g.leaseHours ? Math.max(1, Math.round(g.leaseHours * 3600)) : undefined,
     network: networkSettings(g),
     maxFileUploads: g.maxFileUploads,
     postMaxSize: g.postMaxSize,

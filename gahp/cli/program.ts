@@ -75,6 +75,7 @@ function programWithGlobalOptions(): Command {
     .addOption(new Option('--authenticator-file <file>', 'file holding the account authenticator').env('BOINC_GAHP_AUTHENTICATOR_FILE'))
     .addOption(new Option('--rpc-timeout <seconds>', 'timeout of one BOINC RPC').env('BOINC_GAHP_RPC_TIMEOUT').argParser(positiveNumber('--rpc-timeout')))
     .addOption(new Option('--command-timeout <seconds>', `longest time to the result of one BOINC_* command, 0: none (default ${DEFAULT_COMMAND_TIMEOUT_MS / 1000}: under the gridmanager's 300 s call timeout; 'submit' has none)`).env('BOINC_GAHP_COMMAND_TIMEOUT').argParser(nonNegativeNumber('--command-timeout')))
+    .addOption(new Option('--lease-hours <hours>', 'lease (BOINC expire_time) of the batches the GAHP creates, renewed for the batch boinc route while jobs are unfinished (default 6)').env('BOINC_GAHP_LEASE_HOURS').argParser(positiveNumber('--lease-hours')))
     .addOption(new Option('--concurrency <n>', 'BOINC RPCs in flight at once per project').env('BOINC_GAHP_CONCURRENCY').argParser(positiveInt('--concurrency')))
     .addOption(new Option('--proxy <url>', 'HTTP proxy of every RPC and download, overriding http_proxy, https_proxy and all_proxy; "" for none').env('BOINC_GAHP_PROXY'))
     .addOption(new Option('--no-proxy <list>', 'hosts reached without the proxy, overriding no_proxy (comma list: names and their subdomains, IPs, CIDR, host:port, *)').env('BOINC_GAHP_NO_PROXY'))

@@ -256,6 +256,31 @@ test('outputs that cannot be put in place: held, the BOINC job kept; released (a
   expect(fs.readFileSync(path.join(ad.Iwd, 'nodir', 'out.0'), 'utf8')).toBe('KEPT\n');
 }, LONG);
 
+test('a kept result nobody comes back for: its lease is not renewed, and once it has run out its batch is retired', async () => {
+  // --lease-hours 0.01 = 36 s: a batch is renewed once less than half is left.
+  const g = await BlahGridmanager.start(server.url, authFile, { env: { BOINC_GAHP_LEASE_HOURS: '0.01' } });
+  open.push(g);
+  const batchOf = (id: string) => server.batches().find((b) => b.name === nameOf(id).replace(/_\d+$/, ''))!;
+  const kept = await g.submit(job('abandoned\n', { TransferOutputRemaps: 'out = nodir/out.0', JobDirectory: 'home_bl_127.0.0.1_19718_alice_vm_11.0_1796300001' }));
+  await onServer([kept.jobId]);
+  const leaseEnd = batchOf(kept.jobId).expireTime;
+  server.advanceJob(nameOf(kept.jobId), 'DONE');
+  expect((await g.waitStatus(kept.jobId, 5, 60_000)).ad).toMatch(/The result is kept on BOINC/);
+  expect(await g.cancel(kept.jobId)).toMatchObject({ rc: 0 });
+  // Another batch, its job unfinished: its lease is renewed meanwhile.
+  const running = await g.submit(job('running\n'));
+  await onServer([running.jobId]);
+  const runningLease = batchOf(running.jobId).expireTime;
+  const until = Math.max(Date.now(), leaseEnd * 1000) + 60_000;
+  while (batchOf(kept.jobId).state !== 4 && Date.now() < until) await new Promise((r) => setTimeout(r, 500));
+  expect(batchOf(kept.jobId).state).toBe(4);
+  expect(batchOf(kept.jobId).expireTime).toBe(leaseEnd);
+  expect(Date.now() / 1000).toBeGreaterThanOrEqual(leaseEnd);
+  expect(server.jobs().find((j) => j.name === nameOf(kept.jobId))!.aborted).toBe(false);
+  for (let i = 0; i < 80 && batchOf(running.jobId).expireTime === runningLease; i++) await new Promise((r) => setTimeout(r, 500));
+  expect(batchOf(running.jobId).expireTime).toBeGreaterThan(runningLease);
+}, 3 * LONG);
+
 test("a run's error file holds only that run's stderr; a job never seen running is not reported running while its outputs are fetched", async () => {
   const g = await gridmanager();
   const ad = job('fresh\n', { Err: 'job.err' });
