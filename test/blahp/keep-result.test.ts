@@ -8,8 +8,8 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { BlahpJob, StatusOutcome } from '../support/blahpd.js';
-import { jobDir, nameOf, blahpEnvForFile } from './support.js';
+import type { BlahpJob } from '../support/blahpd.js';
+import { jobDir, nameOf, blahpEnvForFile, waitForStatus } from './support.js';
 
 const LONG = 180_000;
 const RETIRED = 4;
@@ -20,14 +20,6 @@ const sandbox = (clusterProc: string, time: number) => `home_bl_127.0.0.1_19718_
 const batchOf = (id: string) => nameOf(id).replace(/_\d+$/, '');
 const serverBatch = (batch: string) => env().server.batches().find((b) => b.name === batch);
 
-async function waitForStatus(id: string, want: number, ms = 60_000): Promise<StatusOutcome> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const st = await env().blahpd.status(id);
-    if (st.answer?.jobStatus === want || Date.now() > until) return st;
-    await new Promise((r) => setTimeout(r, 300));
-  }
-}
 
 /** A job whose output is remapped into a directory that does not exist; DONE on the server, then held. */
 async function heldWithResultKept(name: string, clusterProc: string): Promise<{ job: BlahpJob; id: string; iwd: string }> {
@@ -40,7 +32,7 @@ async function heldWithResultKept(name: string, clusterProc: string): Promise<{ 
   expect(sub.problem).toBeUndefined();
   const id = sub.jobId!;
   env().server.advanceJob(nameOf(id), 'DONE');
-  const held = await waitForStatus(id, 5);
+  const held = await waitForStatus(env(), id, 5, 60_000);
   expect(held.answer!.jobStatus).toBe(5);
   expect(String(held.answer!.ad!.get('HoldReason'))).toMatch(/outputs could not be put in place .*nodir.*The result is kept on BOINC/);
   return { job, id, iwd };
@@ -64,7 +56,7 @@ test('held with its result kept; the cancel aborts nothing; submitted again on r
   expect(again.jobId).toBe(id);
   expect(env().server.jobs().length).toBe(jobsBefore);
   expect(env().server.batches().length).toBe(batchesBefore);
-  expect((await waitForStatus(id, 4)).answer!.jobStatus).toBe(4);
+  expect((await waitForStatus(env(), id, 4, 60_000)).answer!.jobStatus).toBe(4);
   expect(fs.readFileSync(path.join(iwd, 'nodir', 'out.0'), 'utf8')).toBe('KEPT\n');
   expect(fs.existsSync(path.join(iwd, 'job.out'))).toBe(true);
   // Done, the job no longer keeps its batch open: the background worker retires it.

@@ -7,7 +7,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { jobDir, nameOf, blahpEnvForFile } from './support.js';
+import { jobDir, nameOf, blahpEnvForFile, waitForStatus } from './support.js';
 
 const LONG = 180_000;
 const RETIRED = 4;
@@ -34,12 +34,7 @@ test('an input over the upload limit fails its own submit with its reason; the j
   expect(env().server.jobs(batch).map((j) => j.name).sort()).toEqual([nameOf(one!.jobId!), nameOf(two!.jobId!)].sort());
   env().server.advanceAll(batch, 'DONE');
   for (const [k, s] of [one!, two!].entries()) {
-    let st = await env().blahpd.status(s.jobId!);
-    for (let i = 0; i < 200 && st.answer?.jobStatus !== 4; i++) {
-      await new Promise((r) => setTimeout(r, 300));
-      st = await env().blahpd.status(s.jobId!);
-    }
-    expect(st.answer!.jobStatus).toBe(4);
+    expect((await waitForStatus(env(), s.jobId!, 4, 60_000)).answer!.jobStatus).toBe(4);
     expect(fs.readFileSync(path.join(dirs[k === 0 ? 0 : 2]!, 'out'), 'utf8')).toMatch(k === 0 ? /^ONE/ : /^TWO/);
   }
   // Every job of the batch final (the refused one too): the batch is retired.

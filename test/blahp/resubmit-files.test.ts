@@ -7,20 +7,11 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { stderrFilePattern } from '../../fixtures/test-server/index.js';
-import type { StatusOutcome } from '../support/blahpd.js';
-import { jobDir, nameOf, blahpEnvForFile } from './support.js';
+import { jobDir, nameOf, blahpEnvForFile, waitForStatus } from './support.js';
 
 const LONG = 120_000;
 const env = blahpEnvForFile();
 
-async function waitForStatus(id: string, want: number, ms = 30_000): Promise<StatusOutcome> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const st = await env().blahpd.status(id);
-    if (st.answer?.jobStatus === want || Date.now() > until) return st;
-    await new Promise((r) => setTimeout(r, 300));
-  }
-}
 
 test("a resubmission's error file holds only that run's stderr; an Err that cannot be written refuses the job", async () => {
   const input = 'second run\n';
@@ -33,7 +24,7 @@ test("a resubmission's error file holds only that run's stderr; an Err that cann
   // Emptied at submit, before the job ran.
   expect(fs.readFileSync(err, 'utf8')).toBe('');
   env().server.advanceJob(nameOf(id), 'DONE');
-  expect((await waitForStatus(id, 4)).answer!.jobStatus).toBe(4);
+  expect((await waitForStatus(env(), id, 4)).answer!.jobStatus).toBe(4);
   expect(fs.readFileSync(err, 'utf8')).toMatch(stderrFilePattern(`uppercase: ${input.length} bytes\n`));
   expect(fs.readFileSync(err, 'utf8')).not.toContain('last run');
 
@@ -65,7 +56,7 @@ test('a DONE job whose outputs are being fetched is answered with the state last
   expect(fetchingNever.answer!.jobStatus).toBe(1);
   expect(fetchingRan.run!.stdout).toBe(running.run!.stdout);
   expect(fetchingRan.answer!.jobStatus).toBe(2);
-  for (const id of [never, ran]) expect((await waitForStatus(id, 4)).answer!.jobStatus).toBe(4);
+  for (const id of [never, ran]) expect((await waitForStatus(env(), id, 4)).answer!.jobStatus).toBe(4);
 }, LONG);
 
 test("a job whose output destination is an unfinished job's (a remap blahpd dropped: blanks around '=') is refused, saying so", async () => {
@@ -85,7 +76,7 @@ test("a job whose output destination is an unfinished job's (a remap blahpd drop
   expect(third.problem).toBeUndefined();
   // Once the first job is finished, its destination may be used again (a resubmission).
   env().server.advanceJob(nameOf(first.jobId!), 'DONE');
-  expect((await waitForStatus(first.jobId!, 4)).answer!.jobStatus).toBe(4);
+  expect((await waitForStatus(env(), first.jobId!, 4)).answer!.jobStatus).toBe(4);
   const again = await env().blahpd.submit(job(0));
   expect(again.problem).toBeUndefined();
 }, LONG);

@@ -6,20 +6,11 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { stderrFilePattern } from '../../fixtures/test-server/index.js';
-import type { StatusOutcome } from '../support/blahpd.js';
-import { jobDir, nameOf, blahpEnvForFile } from './support.js';
+import { jobDir, nameOf, blahpEnvForFile, waitForStatus } from './support.js';
 
 const LONG = 120_000;
 const env = blahpEnvForFile();
 
-async function waitForStatus(id: string, want: number, ms = 30_000): Promise<StatusOutcome> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const st = await env().blahpd.status(id);
-    if (st.answer?.jobStatus === want || Date.now() > until) return st;
-    await new Promise((r) => setTimeout(r, 300));
-  }
-}
 
 /** The files under dir whose name ends with suffix (paths). */
 function findFiles(dir: string, suffix: string): string[] {
@@ -37,7 +28,7 @@ test('a completed job fetched again (its done record lost) keeps its Err file as
   expect(sub.problem).toBeUndefined();
   const id = sub.jobId!;
   env().server.advanceJob(nameOf(id), 'DONE');
-  expect((await waitForStatus(id, 4)).answer!.jobStatus).toBe(4);
+  expect((await waitForStatus(env(), id, 4)).answer!.jobStatus).toBe(4);
   const err = path.join(iwd, 'job.err');
   const once = fs.readFileSync(err, 'utf8');
   expect(once).toMatch(stderrFilePattern(`uppercase: ${input.length} bytes\n`));
@@ -49,7 +40,7 @@ test('a completed job fetched again (its done record lost) keeps its Err file as
   fs.rmSync(done[0]!);
   fs.rmSync(done[0]!.replace(/\.done\.json$/, '.final'));
   env().server.clearRpcLog();
-  expect((await waitForStatus(id, 4)).answer!.jobStatus).toBe(4);
+  expect((await waitForStatus(env(), id, 4)).answer!.jobStatus).toBe(4);
   expect(fs.existsSync(done[0]!)).toBe(true);
   // It was fetched again: the completed instance asked for and the output downloaded.
   const rpcs = env().server.rpcLog().map((e) => e.rpc);

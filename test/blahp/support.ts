@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startTestServer, type ExtendedTestBoincServer, type ExtendedTestServerOptions } from '../../fixtures/test-server/index.js';
 import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
-import { Blahpd, stopBlahpFetcher } from '../support/blahpd.js';
+import { Blahpd, stopBlahpFetcher, type StatusOutcome } from '../support/blahpd.js';
 import { install } from '../../gahp/blahp-scripts.js';
 
 export interface BlahpEnv {
@@ -137,3 +137,13 @@ export function jobDir(env: BlahpEnv, name: string, input: string): string {
 }
 
 export const nameOf = (id: string): string => id.slice('boinc/'.length);
+
+/** Asks blahpd for the job's status until it is `want` (or the time is up); returns the last answer. */
+export async function waitForStatus(env: BlahpEnv, id: string, want: number, ms = 30_000): Promise<StatusOutcome> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const st = await env.blahpd.status(id);
+    if (st.answer?.jobStatus === want || Date.now() > until) return st;
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
