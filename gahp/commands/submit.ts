@@ -153,27 +153,26 @@ export interface SubmitCommand extends AsyncCommand<BoundRequest<SubmitRequest>>
 }
 
 /**
- * Room for the reasons of an error refusing a whole batch: the gridmanager holds each of
- * its jobs with that error, and a hold reason keeps at most 1023 characters
- * (docs/gahp-protocol.md, "A job refused alone").
+ * The most an error refusing a whole batch says: the gridmanager holds each of its jobs
+ * with that error, and a hold reason keeps at most 1023 characters (docs/gahp-protocol.md,
+ * "A job refused alone").
  */
-const BATCH_REFUSAL_ROOM = 1000;
+const HOLD_REASON_MAX = 1023;
 
 /**
  * The error for a batch none of whose jobs could be sent: each job's reason (each names
- * its job), as many as fit a hold reason, the first always.
+ * its job), as many as fit a hold reason with the count of the others (the first always).
  */
 function everyJobRefused(refused: readonly RefusedJob[]): SubmitError {
-  const shown: string[] = [];
-  let length = 0;
-  for (const r of refused) {
-    if (shown.length > 0 && length + r.reason.length > BATCH_REFUSAL_ROOM) break;
-    shown.push(r.reason);
-    length += r.reason.length + 2;
+  const others = (more: number) => (more > 0 ? `; and ${more} more job${more === 1 ? '' : 's'} refused (the GAHP's log has each reason)` : '');
+  let text = `no job was sent to BOINC: ${refused[0]!.reason}`;
+  let shown = 1;
+  for (; shown < refused.length; shown++) {
+    const longer = `${text}; ${refused[shown]!.reason}`;
+    if (longer.length + others(refused.length - shown - 1).length > HOLD_REASON_MAX) break;
+    text = longer;
   }
-  const more = refused.length - shown.length;
-  const rest = more > 0 ? `; and ${more} more job${more === 1 ? '' : 's'} refused (the GAHP's log has each reason)` : '';
-  return new SubmitError(`no job was sent to BOINC: ${shown.join('; ')}${rest}`);
+  return new SubmitError(text + others(refused.length - shown));
 }
 
 /**

@@ -224,6 +224,20 @@ describe('checks before anything is created', () => {
     expect(env.server.rpcLog()).toEqual([]);
   });
 
+  test('a batch whose every job is refused fails naming each job and its reason, as many as fit a hold reason (1023 characters), the rest counted', async () => {
+    const p = writeInput(env.dir, 'all-refused.txt', 'x\n');
+    const batch = batchName('uppercase');
+    const jobs = Array.from({ length: 30 }, (_, i) => ({ name: jobName(batch, 710, i), args: [`word ${i}`], inputs: [[p, 'in']] as Array<[string, string]> }));
+    env.server.clearRpcLog();
+    const [msg] = await submit(submitLine(batch, 'uppercase', jobs));
+    expect(msg).toMatch(new RegExp(`^no job was sent to BOINC: checking names and arguments: job ${jobName(batch, 710, 0)}: argument 1 "word 0"`));
+    const named = jobs.filter((j) => msg!.includes(`job ${j.name}: argument 1 "word ${j.name.split('.').pop()}"`)).length;
+    expect(named).toBeGreaterThanOrEqual(3);
+    expect(msg).toMatch(new RegExp(`; and ${30 - named} more jobs refused \\(the GAHP's log has each reason\\)$`));
+    expect(msg!.length).toBeLessThanOrEqual(1023);
+    expect(env.server.rpcLog()).toEqual([]);
+  });
+
   test('a bad job name or batch name is refused before any RPC', async () => {
     const p = writeInput(env.dir, 'bad-name.txt', 'x\n');
     const batch = batchName('uppercase');
