@@ -85,13 +85,13 @@ export function submitCommand(services: GahpServices): SubmitCommand {
   };
 
   /** One batch: the checks that need nothing but the request, then the rest under the batch's lock. */
-  async function submitJobs(bound: BoundRequest<SubmitRequest>, ctx: HandlerContext, refuseAlone: boolean): Promise<SubmitOutcome> {
+  async function submitJobs(bound: BoundRequest<SubmitRequest>, ctx: HandlerContext): Promise<SubmitOutcome> {
     const req = bound.request;
     try {
       const binding = projectOf(bound);
       // 1. Nothing is sent for a batch BOINC cannot carry, nor for a job it cannot.
       await step('checking names and arguments', () => checkBatchNames(req));
-      const refused = new JobRefusals(refuseAlone);
+      const refused = new JobRefusals();
       const seen = new Set<string>();
       refused.add('checking names and arguments', req.jobs, (job) => jobProblem(job, seen));
       // One command per batch of one account at a time (the same batch name in another
@@ -120,12 +120,12 @@ export function submitCommand(services: GahpServices): SubmitCommand {
       // gridmanager never sends one: its names hold cluster.proc).
       const twice = nameTwiceProblem(bound.request.jobs);
       if (twice) throw new SubmitError(`checking names and arguments: ${twice}`);
-      const { refused } = await submitJobs(bound, ctx, true);
+      const { refused } = await submitJobs(bound, ctx);
       // The reply is one line for the batch: with no job left, it is every job's reason.
       if (refused.length === bound.request.jobs.length) throw everyJobRefused(refused);
       return ['NULL'];
     },
-    submitJobs: (bound, ctx) => submitJobs(bound, ctx, true),
+    submitJobs,
   };
 }
 
@@ -175,14 +175,9 @@ function everyJobRefused(refused: readonly RefusedJob[]): SubmitError {
   return new SubmitError(text + others(refused.length - shown));
 }
 
-/**
- * The jobs a submit refused: each with the step and problem that refused it; without
- * `alone`, the first problem fails the batch (thrown as `<step>: <problem>`).
- */
+/** The jobs a submit refused: each with the step and problem that refused it. */
 class JobRefusals {
   readonly reasons = new Map<string, string>();
-
-  constructor(readonly alone: boolean) {}
 
   /** Checks each job not yet refused with `problemOf`; returns the jobs left. */
   add<J extends { name: string }>(stepName: string, jobs: readonly J[], problemOf: (job: J) => string | undefined): J[] {
@@ -194,9 +189,7 @@ class JobRefusals {
         left.push(job);
         continue;
       }
-      const reason = `${stepName}: ${problem}`;
-      if (!this.alone) throw new SubmitError(reason);
-      this.reasons.set(job.name, reason);
+      this.reasons.set(job.name, `${stepName}: ${problem}`);
     }
     return left;
   }
@@ -235,7 +228,7 @@ async function submit(shared: SubmitShared, request: SubmitRequest, binding: Pro
 
   // 2. Nothing is asked or created before every input is there and can be uploaded.
   let req: SubmitRequest = { ...request, jobs: request.jobs.filter((j) => !refused.reasons.has(j.name)) };
-  const checked = await step('checking input files', () => statInputFiles(uniqueSources(req.jobs), !refused.alone));
+  const checked = await step('checking input files', () => statInputFiles(uniqueSources(req.jobs)));
   const alone = rpc.uploadBodySize({ batchId: 2 ** 31 - 1, deleteTime: 2 ** 32 - 1 });
   for (const [src, st] of checked.stats) {
     const problem = uploadLimitProblem({ path: src, size: Number(st.size), physName: physName('0'.repeat(32)) }, shared.upload, alone);
