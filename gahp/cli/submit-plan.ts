@@ -16,6 +16,8 @@ import { unusableStateDir } from '../state-dir.js';
 import { projectFrom } from './subcommands.js';
 import { SubmitStore, unfinished, type SubmitRecord } from './submit-state.js';
 import { argumentProblem } from '../staging/validate.js';
+import { uploadLimitProblem } from '../staging/upload.js';
+import { PHP_DEFAULT_UPLOAD_LIMITS } from '../../boinc-rpc/upload-limits.js';
 
 /**
  * The schedd part of batch names: stable per machine and state directory. The state
@@ -112,7 +114,7 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean,
   const project = projectOfFile(g, file, desc);
   checks.project?.(project.url);
   try {
-    checkJobFiles(file, desc);
+    checkJobFiles(file, desc, g.uploadMaxFilesize ?? PHP_DEFAULT_UPLOAD_LIMITS.uploadMaxFilesize);
   } catch (err) {
     // A resumed cluster's results wait on the server: say so, or a person may give them up.
     if (!(err instanceof SubmitFileError) || !known?.submitted.length) throw err;
@@ -209,8 +211,14 @@ function checkArguments(file: string, desc: SubmitDescription): void {
   }
 }
 
-/** Like condor_submit: every job's directory and input file must exist now. */
-function checkJobFiles(file: string, desc: SubmitDescription): void {
+/**
+ * Like condor_submit: every job's directory and input file must exist now. An input over
+ * the project's upload_max_filesize (as the GAHP is told it) is refused here too: the GAHP
+ * would leave its job out of the batch, and that job's fetch would fail (it is meant for
+ * HTCondor's hold; docs/gahp-protocol.md, "A job refused alone"), so this run would end
+ * with a job it can neither fetch nor ever finish.
+ */
+function checkJobFiles(file: string, desc: SubmitDescription, uploadMaxFilesize: number): void {
   for (const p of desc.procs) {
     if (!fs.statSync(p.iwd, { throwIfNoEntry: false })?.isDirectory()) {
       throw new SubmitFileError(file, p.queueLine, `job ${p.proc}: initialdir ${p.iwd} is not an existing directory`);
@@ -219,6 +227,9 @@ function checkJobFiles(file: string, desc: SubmitDescription): void {
       const st = fs.statSync(i.src, { throwIfNoEntry: false });
       if (!st) throw new SubmitFileError(file, p.queueLine, `job ${p.proc}: input file ${i.src} does not exist`);
       if (!st.isFile()) throw new SubmitFileError(file, p.queueLine, `job ${p.proc}: input ${i.src} is not a regular file`);
+      // Without post_max_size, the size of an upload request is not asked for.
+      const tooBig = uploadLimitProblem({ path: i.src, size: st.size, physName: '' }, { uploadMaxFilesize }, { with: () => 0 });
+      if (tooBig !== undefined) throw new SubmitFileError(file, p.queueLine, `job ${p.proc}: ${tooBig}`);
     }
     for (const dest of outputFiles(p)) {
       const why = unwritableDir(path.dirname(dest)) ?? (fs.statSync(dest, { throwIfNoEntry: false })?.isDirectory() ? 'it is a directory' : undefined);

@@ -1,4 +1,9 @@
-/** BOINC_ABORT_JOBS <reqid> <job_name>...: abort jobs on the server (abort_jobs). */
+/**
+ * BOINC_ABORT_JOBS <reqid> <job_name>...: abort jobs on the server (abort_jobs). A job its
+ * BOINC_SUBMIT left out of the batch (the ledger's refused jobs) is not on the server, which
+ * would fail the whole call with `no job <name>`: there is nothing to abort, so it succeeds
+ * without being sent (docs/gahp-protocol.md, "A job refused alone").
+ */
 import { ArgumentError, expectArgCount, type AsyncCommand } from '../protocol/commands.js';
 import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
 
@@ -18,8 +23,9 @@ export function abortJobsCommand(services: GahpServices): AsyncCommand<BoundRequ
       return { jobNames: [...new Set(args)] };
     }),
     async run(bound, ctx) {
-      const { rpc } = projectOf(bound);
-      await rpc.abortJobs(bound.request.jobNames, { signal: ctx.signal });
+      const { project, rpc } = projectOf(bound);
+      const onServer = bound.request.jobNames.filter((name) => services.ledger.refusal(project.url, name) === undefined);
+      if (onServer.length > 0) await rpc.abortJobs(onServer, { signal: ctx.signal });
       return ['NULL'];
     },
   };

@@ -39,6 +39,9 @@
  * get_templates about once per app and batch (docs/boinc-server.md, "Templates kept between
  * fetches").
  *
+ * A job the ledger records as refused by its BOINC_SUBMIT (never sent to BOINC) fails at
+ * once with the reason, without asking the server.
+ *
  * Success: `NULL <exit_status> <wallclock> <cpu>` (exactly 4 tokens after the reqid).
  */
 import * as fsp from 'node:fs/promises';
@@ -88,6 +91,8 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRe
     async run(bound, ctx) {
       const req = bound.request;
       const binding = projectOf(bound);
+      const refusal = services.ledger.refusal(binding.project.url, req.jobName);
+      if (refusal !== undefined) throw new Error(refusedJobError(refusal));
       const { rpc } = binding;
       const source = templateSource(services, binding, req.jobName, ctx.signal);
       const [templates, job] = await Promise.all([source.first(), completedJob(rpc, req.jobName, ctx.signal)]);
@@ -118,6 +123,16 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRe
       return ['NULL', String(exit), fixed6(job.elapsedTime), fixed6(job.cpuTime)];
     },
   };
+}
+
+/**
+ * The fetch error of a job BOINC_SUBMIT left out of its batch (its status was DONE so that
+ * the gridmanager would come here): the gridmanager holds the job with "BOINC error: " and
+ * this text (docs/gahp-protocol.md, "A job refused alone"), so it says what to do. A
+ * release would only fetch again: the job must be submitted anew.
+ */
+function refusedJobError(reason: string): string {
+  return `job not sent to BOINC: ${reason}; fix that, then condor_rm the job and submit it again (condor_release only repeats this fetch)`;
 }
 
 /** Where a fetch gets the job's templates, and asks again when the job did not fit them. */

@@ -23,6 +23,11 @@
  * aborted job's ERROR would put the new one on hold. The ledger knows which jobs are
  * superseded, durably (docs/gahp-protocol.md, "Resubmitted jobs").
  *
+ * A job BOINC_SUBMIT left out of its batch for a problem of its own is reported DONE with
+ * the batch's jobs (the ledger keeps it), so the gridmanager fetches it, and the fetch's
+ * error, naming the problem, becomes that job's hold reason (docs/gahp-protocol.md, "A job
+ * refused alone").
+ *
  * Big replies (100 batches of 1,000 jobs) are built with yields to the event loop, and
  * recorded in the ledger as one journal entry holding only the statuses that changed.
  * Each query also checks the ledger's leases: a live batch whose lease ends within the
@@ -144,17 +149,24 @@ export function serverMinModTime(minModTime: string): string {
 /** Per batch name, its jobs submitted again in a later batch (not to be reported). */
 export type SupersededJobs = (batchName: string) => ReadonlySet<string> | undefined;
 
+/** Per batch name, the jobs its submit left out (job name -> why), reported DONE. */
+export type RefusedJobs = (batchName: string) => ReadonlyMap<string, string> | undefined;
+
 /**
  * The result tokens, built with yields so a huge reply does not stall the protocol loop.
  * Jobs whose status is the one `known` (the answer whose token the client sent) reported for
- * them are left out, and so are superseded jobs. `reported` is what this answer reports, for
- * the next query's `known`.
+ * them are left out, and so are superseded jobs. A batch's refused jobs follow its server
+ * jobs as DONE (the server has never heard of them; docs/gahp-protocol.md, "A job refused
+ * alone"), left out like the others when `known` has them; they are not for the ledger's
+ * statuses, which are the server's. `reported` is what this answer reports, for the next
+ * query's `known`.
  */
 export async function buildQueryResult(
   reply: QueryBatch2Reply,
   batchNames: readonly string[],
   known?: ReportedJobs,
   superseded?: SupersededJobs,
+  refused?: RefusedJobs,
 ): Promise<{ tokens: string[]; ledger: LedgerQueryBatch[]; reported: Map<string, Map<string, string>>; reportedCount: number }> {
   const batchCount = batchNames.length;
   if (reply.batches.length !== batchCount) {
@@ -162,6 +174,7 @@ export async function buildQueryResult(
   }
   let total = 2 + batchCount;
   for (const b of reply.batches) total += 2 * b.jobs.length;
+  for (const name of batchNames) total += 2 * (refused?.(name)?.size ?? 0);
   const tokens = new Array<string>(total);
   let t = 0;
   tokens[t++] = 'NULL';
@@ -194,8 +207,17 @@ export async function buildQueryResult(
         await yieldNow();
       }
     }
-    tokens[countAt] = String(pairs.length);
-    ledger.push({ name: batchNames[k]!, jobs: pairs });
+    ledger.push({ name, jobs: pairs });
+    let count = pairs.length;
+    for (const job of refused?.(name)?.keys() ?? []) {
+      if (gone !== undefined && gone.has(job)) continue;
+      if (before !== undefined && before.get(job) === 'DONE') continue;
+      now.set(job, 'DONE');
+      tokens[t++] = job;
+      tokens[t++] = 'DONE';
+      count++;
+    }
+    tokens[countAt] = String(count);
   }
   tokens.length = t;
   for (const jobs of reported.values()) reportedCount += jobs.size;
@@ -244,7 +266,8 @@ export function queryBatchesCommand(services: GahpServices): AsyncCommand<BoundR
       const t1 = performance.now();
       const known = askFrom !== req.minModTime ? answers.reportedIn(accountKey, req.minModTime) : undefined;
       const superseded: SupersededJobs = (name) => services.ledger.superseded(project.url, name);
-      const { tokens, ledger, reported, reportedCount } = await buildQueryResult(reply, req.batchNames, known, superseded);
+      const refused: RefusedJobs = (name) => services.ledger.refused(project.url, name);
+      const { tokens, ledger, reported, reportedCount } = await buildQueryResult(reply, req.batchNames, known, superseded, refused);
       answers.remember(accountKey, reply.serverTime, reported, reportedCount);
       const t2 = performance.now();
       // Recorded in the background: the gridmanager need not wait for the ledger (its

@@ -3,14 +3,18 @@
  *   <ninputs> (<src_path> <dst_name>)...){njobs} [<rsc_fpops_est> ... <app_version_num>]
  * In order (a failure is reported as `<step>: <reason>`, staging/steps.ts):
  *  1. names and arguments checked to survive BOINC's create_work (no I/O, validate.ts);
- *  2. every input stat'ed: an existing, readable regular file;
+ *  2. every input stat'ed: an existing, readable regular file, within the upload limits;
  *  3. get_templates and query_batch together, hashing meanwhile; inputs ordered by template;
  *  4. no batch of the name: create_batch (ledger 'creating' first); one there: done if it
  *     holds these jobs, reused if in init state with some of them, else an error
  *     (staging/batch-choice.ts);
  *  5. staging (stage-inputs.ts): each `condorv_<md5>` linked once, uploaded only if absent;
  *  6. submit_batch (batch-calls.ts), the ledger's record of the linked files written meanwhile;
- *     ledger 'submitted'. Cut by the command deadline, the batch is withdrawn (withdrawOnDeadline).
+ *     ledger 'submitted', with the refused jobs. A failure from 5 on withdraws the batch
+ *     (withdrawAfterFailure).
+ * A job failing a check of 1-3 that is its own is left out with its reason and the others
+ * go on (JobRefusals); nothing is created when none is left. The batch's own checks (its
+ * name, app, job parameters) fail the batch.
  * A warm submit waits for four calls: the lookups, create_batch, query_files, submit_batch.
  */
 import type { BigIntStats } from 'node:fs';
@@ -29,18 +33,25 @@ import { PhaseProgress } from '../staging/progress.js';
 import { HashFeed, stageInputs, type UploadSettings } from '../staging/stage-inputs.js';
 import { withTemplateMemoryFloor } from '../staging/memory-bound.js';
 import { SubmitError, step } from '../staging/steps.js';
-import { checkBatchNames, inputCountProblem, jobProblem, orderInputs, statInputFiles, uniqueSources } from '../staging/validate.js';
+import { checkBatchNames, inputCountProblem, jobProblem, nameTwiceProblem, orderInputs, statInputFiles, uniqueSources } from '../staging/validate.js';
 import { uploadLimitProblem } from '../staging/upload.js';
 import { KeyedLock, errorMessage } from '../util.js';
 
-/** What the ledger records of a submitted batch: its physical files and its jobs. */
-function submittedPatch(jobs: readonly SubmitJobSpec[], h: HashSourcesResult): LedgerBatchPatch {
+/**
+ * What the ledger records of a submitted batch: its physical files, its jobs, and the jobs
+ * left out with why (replacing any an earlier submit of the batch recorded): status
+ * queries report those DONE and their fetch fails with the reason (docs/gahp-protocol.md,
+ * "A job refused alone").
+ */
+function submittedPatch(jobs: readonly SubmitJobSpec[], h: HashSourcesResult, refused: JobRefusals): LedgerBatchPatch {
   const physFiles = new Set<string>();
   for (const job of jobs) for (const i of job.inputs) physFiles.add(physName(h.files.get(i.src)!.md5));
   // Null prototype: a job named `__proto__` is just a key.
   const jobsRec = Object.create(null) as Record<string, string>;
   for (const job of jobs) jobsRec[job.name] = 'SUBMITTED';
-  return { state: 'submitted', physFiles: [...physFiles], jobs: jobsRec };
+  const refusedRec = Object.create(null) as Record<string, string>;
+  for (const [name, reason] of refused.reasons) refusedRec[name] = reason;
+  return { state: 'submitted', physFiles: [...physFiles], jobs: jobsRec, refused: refusedRec };
 }
 
 /** What every BOINC_SUBMIT of this GAHP shares. */
@@ -74,18 +85,20 @@ export function submitCommand(services: GahpServices): SubmitCommand {
   };
 
   /** One batch: the checks that need nothing but the request, then the rest under the batch's lock. */
-  async function submitJobs(bound: BoundRequest<SubmitRequest>, ctx: HandlerContext, refuseAlone: boolean): Promise<SubmitOutcome> {
+  async function submitJobs(bound: BoundRequest<SubmitRequest>, ctx: HandlerContext): Promise<SubmitOutcome> {
     const req = bound.request;
     try {
       const binding = projectOf(bound);
       // 1. Nothing is sent for a batch BOINC cannot carry, nor for a job it cannot.
       await step('checking names and arguments', () => checkBatchNames(req));
-      const refused = new JobRefusals(refuseAlone);
+      const refused = new JobRefusals();
       const seen = new Set<string>();
       refused.add('checking names and arguments', req.jobs, (job) => jobProblem(job, seen));
       // One command per batch of one account at a time (the same batch name in another
       // project or account is another batch).
-      return await batchLock.run(`${binding.accountKey}\n${req.batchName}`, () => submit(shared, req, binding, ctx, refused));
+      const outcome = await batchLock.run(`${binding.accountKey}\n${req.batchName}`, () => submit(shared, req, binding, ctx, refused));
+      for (const r of outcome.refused) log.warn(`BOINC_SUBMIT ${ctx.reqId} ${req.batchName}: job ${r.name} refused alone: ${r.reason}`);
+      return outcome;
     } catch (err) {
       if (err instanceof SubmitError) throw err;
       throw new SubmitError(errorMessage(err));
@@ -99,11 +112,20 @@ export function submitCommand(services: GahpServices): SubmitCommand {
     summary: 'Stage input files and submit a batch of jobs.',
     parse: parseBound(services, parseSubmitArgs),
     async run(bound, ctx) {
-      // The reply is one line for the whole batch, so a job's problem fails the batch.
-      await submitJobs(bound, ctx, false);
+      // A job's own problem leaves that job out and the others go (docs/gahp-protocol.md,
+      // "A job refused alone"): the ledger records it, a status query reports it DONE and
+      // its fetch fails with the reason, which the gridmanager makes that job's hold reason.
+      // An error reply would hold every job of the batch with one job's reason.
+      // Reasons are kept per job name, so a name given twice fails the batch (the
+      // gridmanager never sends one: its names hold cluster.proc).
+      const twice = nameTwiceProblem(bound.request.jobs);
+      if (twice) throw new SubmitError(`checking names and arguments: ${twice}`);
+      const { refused } = await submitJobs(bound, ctx);
+      // The reply is one line for the batch: with no job left, it is every job's reason.
+      if (refused.length === bound.request.jobs.length) throw everyJobRefused(refused);
       return ['NULL'];
     },
-    submitJobs: (bound, ctx) => submitJobs(bound, ctx, true),
+    submitJobs,
   };
 }
 
@@ -122,21 +144,40 @@ export interface SubmitCommand extends AsyncCommand<BoundRequest<SubmitRequest>>
   /**
    * The submit for callers that answer for each job (the BLAH routes): a job with a problem
    * of its own (a name, an argument, an input missing, unreadable, over the project's upload
-   * limits or not fitting the app's template) is left out with its reason and the others are
-   * submitted; when every job is refused nothing is created. BOINC_SUBMIT itself has one
-   * reply per batch: there the first such problem fails the batch.
+   * limits or not fitting the app's template) is left out with its reason, naming the job,
+   * and the others are submitted; when every job is refused nothing is created. The ledger
+   * records the refused jobs of a batch once it is submitted. BOINC_SUBMIT (run) does the
+   * same and fails when every job is refused.
    */
   submitJobs(bound: BoundRequest<SubmitRequest>, ctx: HandlerContext): Promise<SubmitOutcome>;
 }
 
 /**
- * The jobs a submit refused: each with the step and problem that refused it; without
- * `alone`, the first problem fails the batch (thrown as `<step>: <problem>`).
+ * The most an error refusing a whole batch says: the gridmanager holds each of its jobs
+ * with that error, and a hold reason keeps at most 1023 characters (docs/gahp-protocol.md,
+ * "A job refused alone").
  */
+const HOLD_REASON_MAX = 1023;
+
+/**
+ * The error for a batch none of whose jobs could be sent: each job's reason (each names
+ * its job), as many as fit a hold reason with the count of the others (the first always).
+ */
+function everyJobRefused(refused: readonly RefusedJob[]): SubmitError {
+  const others = (more: number) => (more > 0 ? `; and ${more} more job${more === 1 ? '' : 's'} refused (the GAHP's log has each reason)` : '');
+  let text = `no job was sent to BOINC: ${refused[0]!.reason}`;
+  let shown = 1;
+  for (; shown < refused.length; shown++) {
+    const longer = `${text}; ${refused[shown]!.reason}`;
+    if (longer.length + others(refused.length - shown - 1).length > HOLD_REASON_MAX) break;
+    text = longer;
+  }
+  return new SubmitError(text + others(refused.length - shown));
+}
+
+/** The jobs a submit refused: each with the step and problem that refused it. */
 class JobRefusals {
   readonly reasons = new Map<string, string>();
-
-  constructor(readonly alone: boolean) {}
 
   /** Checks each job not yet refused with `problemOf`; returns the jobs left. */
   add<J extends { name: string }>(stepName: string, jobs: readonly J[], problemOf: (job: J) => string | undefined): J[] {
@@ -148,9 +189,7 @@ class JobRefusals {
         left.push(job);
         continue;
       }
-      const reason = `${stepName}: ${problem}`;
-      if (!this.alone) throw new SubmitError(reason);
-      this.reasons.set(job.name, reason);
+      this.reasons.set(job.name, `${stepName}: ${problem}`);
     }
     return left;
   }
@@ -189,16 +228,18 @@ async function submit(shared: SubmitShared, request: SubmitRequest, binding: Pro
 
   // 2. Nothing is asked or created before every input is there and can be uploaded.
   let req: SubmitRequest = { ...request, jobs: request.jobs.filter((j) => !refused.reasons.has(j.name)) };
-  const checked = await step('checking input files', () => statInputFiles(uniqueSources(req.jobs), !refused.alone));
+  const checked = await step('checking input files', () => statInputFiles(uniqueSources(req.jobs)));
   const alone = rpc.uploadBodySize({ batchId: 2 ** 31 - 1, deleteTime: 2 ** 32 - 1 });
   for (const [src, st] of checked.stats) {
     const problem = uploadLimitProblem({ path: src, size: Number(st.size), physName: physName('0'.repeat(32)) }, shared.upload, alone);
     if (problem) checked.problems.set(src, problem);
   }
+  // A file's problem is said per job: the gridmanager shows each job's reason on that job
+  // alone, and the reason must say which job it is.
   const inputProblem = (job: SubmitJobSpec) => {
     for (const i of job.inputs) {
       const problem = checked.problems.get(i.src);
-      if (problem) return problem;
+      if (problem) return `job ${job.name}: ${problem}`;
     }
     return undefined;
   };
@@ -228,14 +269,15 @@ async function submit(shared: SubmitShared, request: SubmitRequest, binding: Pro
   const { jobs, reordered } = orderInputs(fitting, templates.inputOpenNames);
   req = { ...req, jobs };
   if (reordered) log.debug(`${tag}: inputs put in template order (${templates.inputOpenNames.join(', ')})`);
-  for (const r of refused.reasons) log.warn(`${tag}: job ${r[0]} refused alone: ${r[1]}`);
 
   // 4. The batch: a new one, or the one an earlier attempt left.
   let batch: { batchId: number; toSubmit: readonly SubmitJobSpec[]; reused: boolean; linked: ReadonlySet<string> };
   if (existing) {
     const found = await useExisting({ rpc, req, jobs, record, recordBatch, leaseSeconds: config.defaultLeaseSeconds, log, tag, signal }, existing);
     if (found.kind === 'complete') {
-      if (found.recordNeeded) await recordBatch({ ...(found.batchId > 0 ? { batchId: found.batchId } : {}), ...submittedPatch(jobs, await hashing) });
+      if (found.recordNeeded || !sameRefusals(record?.refused, refused.reasons)) {
+        await recordBatch({ ...(found.batchId > 0 ? { batchId: found.batchId } : {}), ...submittedPatch(jobs, await hashing, refused) });
+      }
       return refused.outcome();
     }
     batch = { ...found, reused: true };
@@ -288,9 +330,15 @@ async function submit(shared: SubmitShared, request: SubmitRequest, binding: Pro
     throw await withdrawAfterFailure(err, { rpc, batchName: req.batchName, batchId: batch.batchId, recordBatch, log: (l) => log.info(`${tag}: ${l}`) });
   }
   await step('recording the batch in the ledger', () => linkedRecorded);
-  await recordBatch({ batchId: batch.batchId, ...submittedPatch(jobs, staged.hashed) });
+  await recordBatch({ batchId: batch.batchId, ...submittedPatch(jobs, staged.hashed, refused) });
   log.info(`${tag}: submitted ${staged.boincJobs.length} jobs into batch ${batch.batchId} in ${Date.now() - tSubmit} ms (total ${Date.now() - t0} ms)`);
   return refused.outcome();
+}
+
+/** Whether the ledger's refused jobs of a batch are exactly these. */
+function sameRefusals(recorded: Record<string, string> | undefined, reasons: ReadonlyMap<string, string>): boolean {
+  const entries = Object.entries(recorded ?? {});
+  return entries.length === reasons.size && entries.every(([name, reason]) => reasons.get(name) === reason);
 }
 
 /**

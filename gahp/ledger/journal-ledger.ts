@@ -153,6 +153,14 @@ export class JournalLedger implements Ledger {
     return this.state.batchOfJob(projectUrl, jobName);
   }
 
+  refused(projectUrl: string, batchName: string): ReadonlyMap<string, string> | undefined {
+    return this.state.refused(projectUrl, batchName);
+  }
+
+  refusal(projectUrl: string, jobName: string): string | undefined {
+    return this.state.refusal(projectUrl, jobName);
+  }
+
   list(projectUrl?: string): LedgerBatch[] {
     return this.state.list(projectUrl);
   }

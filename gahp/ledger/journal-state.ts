@@ -16,8 +16,8 @@
  * land on the new job. Every job whose name has the gridmanager's shape is indexed by its
  * submitter (the batch name without its app and time) and `cluster.proc`; a job of a batch
  * created earlier than another batch holding the same key is superseded
- * (docs/storage.md, "Superseded jobs"). Derived from the batches' job maps, so it
- * survives restarts and compaction like them.
+ * (docs/storage.md, "Superseded jobs"). Derived from the batches' job maps and refused
+ * jobs, so it survives restarts and compaction like them.
  */
 import { yieldNow } from '../util.js';
 import type { JobBatch, LedgerBatch, LedgerBatchPatch, LedgerQueryBatch } from './types.js';
@@ -29,9 +29,10 @@ export type JournalEntry =
   | { op: 'query'; p: string; t: number; st: string; b: Record<string, Record<string, string>> }
   | { op: 'snapshot'; batch: LedgerBatch };
 
-/** The in-memory record of a batch: its job statuses in a Map. */
-type BatchRecord = Omit<LedgerBatch, 'jobs'> & {
+/** The in-memory record of a batch: its job statuses, and its refused jobs' reasons, in Maps. */
+type BatchRecord = Omit<LedgerBatch, 'jobs' | 'refused'> & {
   jobs: Map<string, string>;
+  refused?: Map<string, string>;
   /** The job map was handed out by view(): copy it before changing it. */
   jobsShared: boolean;
   /** Jobs of this batch submitted again in a batch created later (not journalled: derived). */
@@ -68,10 +69,27 @@ export class JournalState {
   }
 
   batchOfJob(projectUrl: string, jobName: string): JobBatch | undefined {
+    const rec = this.recordOfJob(projectUrl, jobName, (r) => r.jobs.has(jobName));
+    return rec && { name: rec.name, app: rec.app, createdAt: rec.createdAt };
+  }
+
+  refused(projectUrl: string, batchName: string): ReadonlyMap<string, string> | undefined {
+    return this.batches.get(key(projectUrl, batchName))?.refused;
+  }
+
+  refusal(projectUrl: string, jobName: string): string | undefined {
+    return this.recordOfJob(projectUrl, jobName, (r) => r.refused?.has(jobName) === true)?.refused!.get(jobName);
+  }
+
+  /**
+   * The record of the batch named by the job's name up to its last `#` (the gridmanager's
+   * and the CLI's job names) or its last `_` (the BLAHP's), when `holds` says it has the job.
+   */
+  private recordOfJob(projectUrl: string, jobName: string, holds: (rec: BatchRecord) => boolean): BatchRecord | undefined {
     for (const sep of ['#', '_']) {
       const at = jobName.lastIndexOf(sep);
       const rec = at > 0 ? this.batches.get(key(projectUrl, jobName.slice(0, at))) : undefined;
-      if (rec?.jobs.has(jobName)) return { name: rec.name, app: rec.app, createdAt: rec.createdAt };
+      if (rec && holds(rec)) return rec;
     }
     return undefined;
   }
@@ -167,6 +185,7 @@ export class JournalState {
         rec.createdAt = b.createdAt;
         rec.updatedAt = b.updatedAt;
         this.indexJobs(rec, rec.jobs.keys());
+        this.setRefused(rec, b.refused ?? {});
         return;
       }
       case 'upsert': {
@@ -175,6 +194,7 @@ export class JournalState {
         copyFields(rec, patch);
         if (patch.physFiles) rec.physFiles = [...patch.physFiles];
         if (patch.jobs) this.setJobs(rec, Object.entries(patch.jobs));
+        if (patch.refused) this.setRefused(rec, patch.refused);
         rec.updatedAt = entry.t;
         return;
       }
@@ -222,6 +242,17 @@ export class JournalState {
       jobs.set(job, status);
     }
     if (added) this.indexJobs(rec, added);
+  }
+
+  /**
+   * Replaces the batch's refused jobs. They are indexed like its jobs: the gridmanager
+   * matches a refused job's reported DONE by cluster.proc as it does any other status, so a
+   * job submitted again in a later batch supersedes it (and it supersedes an earlier one).
+   */
+  private setRefused(rec: BatchRecord, refused: Record<string, string>): void {
+    const entries = Object.entries(refused);
+    rec.refused = entries.length > 0 ? new Map(entries) : undefined;
+    if (rec.refused) this.indexJobs(rec, rec.refused.keys());
   }
 
   /**
@@ -299,6 +330,7 @@ function view(rec: BatchRecord): LedgerBatch {
     get: () => (jobs ??= Object.fromEntries(map)),
     set: (v: Record<string, string>) => { jobs = v; },
   });
+  if (rec.refused) out.refused = Object.fromEntries(rec.refused);
   if (rec.lastServerTime !== undefined) out.lastServerTime = rec.lastServerTime;
   out.createdAt = rec.createdAt;
   out.updatedAt = rec.updatedAt;
@@ -322,5 +354,6 @@ function plain(rec: BatchRecord): LedgerBatch {
   if (rec.batchId !== undefined) b.batchId = rec.batchId;
   if (rec.leaseExpiresAt !== undefined) b.leaseExpiresAt = rec.leaseExpiresAt;
   if (rec.lastServerTime !== undefined) b.lastServerTime = rec.lastServerTime;
+  if (rec.refused) b.refused = Object.fromEntries(rec.refused);
   return b;
 }

@@ -30,6 +30,12 @@ export interface LedgerBatch {
   physFiles: string[];
   /** Job name -> last known status (NOT_STARTED, IN_PROGRESS, DONE, ERROR, or SUBMITTED). */
   jobs: Record<string, string>;
+  /**
+   * Job name -> why the job was left out of the batch (never sent to BOINC) by the submit
+   * that completed the batch; absent when none was. A patch carrying it replaces the whole
+   * map: each completed submit of a batch checks all of its jobs again.
+   */
+  refused?: Record<string, string>;
   /** server_time of the last query_batch2 that covered this batch. */
   lastServerTime?: string;
   createdAt: number;
@@ -69,6 +75,16 @@ export interface Ledger {
    * of the batch is made.
    */
   batchOfJob(projectUrl: string, jobName: string): JobBatch | undefined;
+  /**
+   * The jobs the submit of a batch left out, with why (the batch's `refused`, without a
+   * view of the batch: asked per batch by every status query); undefined when none.
+   */
+  refused(projectUrl: string, batchName: string): ReadonlyMap<string, string> | undefined;
+  /**
+   * Why a job was left out of its batch, when the ledger recorded it as refused: its batch
+   * found by the job's name, as batchOfJob does. Undefined for any other job.
+   */
+  refusal(projectUrl: string, jobName: string): string | undefined;
   /** All batches, optionally of one project, most recently updated first. */
   list(projectUrl?: string): LedgerBatch[];
   /** Creates or updates a batch record; durable when the promise resolves. */

@@ -105,6 +105,16 @@ export function jobProblem(job: SubmitJobSpec, seen: Set<string>): string | unde
   return undefined;
 }
 
+/** The first job name given twice in the batch, said as jobProblem says it; undefined when none is. */
+export function nameTwiceProblem(jobs: readonly SubmitJobSpec[]): string | undefined {
+  const seen = new Set<string>();
+  for (const job of jobs) {
+    if (seen.has(job.name)) return `job name ${show(job.name)} appears twice in the batch`;
+    seen.add(job.name);
+  }
+  return undefined;
+}
+
 /** The job's command line as BOINC gets it (arguments already checked). */
 export function commandLine(job: SubmitJobSpec): string {
   return job.args.join(' ');

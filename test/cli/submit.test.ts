@@ -437,6 +437,19 @@ describe('limits met before anything is submitted (issue 37, item 5)', () => {
     expect(fs.existsSync(path.join(state(), 'submit', 'clusters.json'))).toBe(false);
   });
 
+  test("an input over the project's upload_max_filesize is refused before a cluster or a batch exists (the GAHP would leave the job out, and this run could never finish it)", async () => {
+    fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
+    fs.writeFileSync(path.join(dir, 'big.bin'), Buffer.alloc(2 * 1024 * 1024 + 1));
+    writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = $(f)', 'queue f in (in.txt, big.bin)']);
+    const rpcs = server.rpcLog().length;
+    const r = await submit('job.sub');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`boinc-gahp: job.sub:5: job 1: input file ${path.join(dir, 'big.bin')} (2097153 bytes) is larger than the project's PHP limit upload_max_filesize (2M): ` +
+      "the project must raise it in php.ini, and the GAHP be told the new limits (--upload-max-filesize, --post-max-size); post_max_size must then exceed the file too\n");
+    expect(server.rpcLog().length).toBe(rpcs);
+    expect(fs.existsSync(path.join(state(), 'submit', 'clusters.json'))).toBe(false);
+  });
+
   test('--timeout 2 --poll 30 ends within 3 s of submitting; --no-wait says how long the server keeps the batch', async () => {
     const own = await startTestServer();
     try {

@@ -2,7 +2,8 @@
  * Superseded jobs in the ledger: a job of a gridmanager batch submitted again (same
  * submitter, same cluster.proc) in a batch recorded later is superseded in the older
  * batch, whatever the project; derived from the journal, so a reopened or compacted ledger
- * knows it too. Names of another shape never supersede anything.
+ * knows it too. Names of another shape never supersede anything. A batch's refused jobs
+ * (left out by its submit) are kept the same way.
  */
 import * as fs from 'node:fs';
 import { JournalLedger } from '../../gahp/ledger/journal-ledger.js';
@@ -67,4 +68,32 @@ test('snapshots replayed in any order (compaction): the batch created earlier is
   const replayed = new JournalState();
   replayed.replay(Buffer.from(lines));
   expect([...(replayed.superseded(P, B1) ?? [])]).toEqual([`${B1}#16.0`]);
+});
+
+test("a batch's refused jobs: replaced by each submit's, found by job name, kept by a reopened and a compacted ledger, and superseding like jobs", async () => {
+  const l = JournalLedger.open(dir);
+  await l.upsert(P, B1, { ...submitted([`${B1}#16.0`]), refused: { [`${B1}#16.1`]: 'first reason', [`${B1}#16.2`]: 'second reason' } });
+  expect(l.refusal(P, `${B1}#16.1`)).toBe('first reason');
+  expect(l.refusal(P, `${B1}#16.0`)).toBeUndefined();
+  expect(l.get(P, B1)!.refused).toEqual({ [`${B1}#16.1`]: 'first reason', [`${B1}#16.2`]: 'second reason' });
+  // A submit of the batch that completes again records its own refusals only.
+  await l.upsert(P, B1, { ...submitted([`${B1}#16.0`, `${B1}#16.1`]), refused: { [`${B1}#16.2`]: 'second reason, again' } });
+  expect([...(l.refused(P, B1) ?? [])]).toEqual([[`${B1}#16.2`, 'second reason, again']]);
+  expect(l.refusal(P, `${B1}#16.1`)).toBeUndefined();
+  // Released and submitted again in a later batch: the refused 16.2 of B1 is superseded.
+  await new Promise((r) => setTimeout(r, 5));
+  await l.upsert(P, B2, submitted([`${B2}#16.2`]));
+  expect([...(l.superseded(P, B1) ?? [])]).toEqual([`${B1}#16.2`]);
+  await l.close();
+
+  const reopened = JournalLedger.readOnly(dir);
+  expect(reopened.refusal(P, `${B1}#16.2`)).toBe('second reason, again');
+  expect([...(reopened.superseded(P, B1) ?? [])]).toEqual([`${B1}#16.2`]);
+  const state = new JournalState();
+  state.replay(fs.readFileSync(`${dir}/ledger.jsonl`));
+  const compacted = new JournalState();
+  compacted.replay(Buffer.from([...state.snapshotLines()].join('')));
+  expect(compacted.refusal(P, `${B1}#16.2`)).toBe('second reason, again');
+  expect(compacted.get(P, B1)!.refused).toEqual({ [`${B1}#16.2`]: 'second reason, again' });
+  expect([...(compacted.superseded(P, B1) ?? [])]).toEqual([`${B1}#16.2`]);
 });

@@ -4,7 +4,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { startEnv, batchName, jobName, type Env } from '../commands/helpers.js';
+import { startEnv, batchName, esc, jobName, type Env } from '../commands/helpers.js';
 import { GahpProcess } from '../support/gahp-process.js';
 import { submitLine, phys, writeInput, rpcNames, uploadedNames, expectOneCompleteBatch, type LineJob } from './support.js';
 
@@ -24,6 +24,20 @@ beforeEach(() => {
 
 async function submit(line: string): Promise<string[]> {
   return env.gahp.call(`BOINC_SUBMIT ${line}`, 60_000);
+}
+
+/**
+ * What the GAHP says of a job its BOINC_SUBMIT left out: a full status query reports it
+ * DONE (so the gridmanager fetches it), and the fetch's error, its hold reason, is returned.
+ */
+async function refusalOf(batch: string, job: string): Promise<string> {
+  const q = await env.gahp.call(`BOINC_QUERY_BATCHES 0 1 ${esc(batch)}`);
+  expect(q[0]).toBe('NULL');
+  expect(q.slice(3)).toEqual(expect.arrayContaining([job, 'DONE']));
+  const [msg, ...rest] = await env.gahp.call(`BOINC_FETCH_OUTPUT ${esc(job)} ${esc(env.dir)} /dev/null ALL 0`);
+  expect(rest).toEqual([]);
+  expect(msg).toMatch(/^job not sent to BOINC: /);
+  return msg!;
 }
 
 describe('staging and deduplication', () => {
@@ -189,21 +203,39 @@ describe('checks before anything is created', () => {
     ['tab', 'a\tb'],
     ['newline', 'a\nb'],
   ];
-  test.each(bad)('an argument with a %s is refused before any RPC, naming the job and argument', async (_what, arg) => {
+  // This used to fail the whole batch; the gridmanager then held the fine job too, with
+  // the bad job's reason (issue 38). Now the bad job alone is left out, with its reason.
+  test.each(bad)('an argument with a %s is refused naming the job and argument, and never sent; the fine job of the batch is submitted', async (_what, arg) => {
     const p = writeInput(env.dir, 'bad-arg.txt', 'x\n');
     const batch = batchName('uppercase');
     const job = jobName(batch, 700, 0);
-    env.server.clearRpcLog();
-    const [msg] = await submit(submitLine(batch, 'uppercase', [
+    expect(await submit(submitLine(batch, 'uppercase', [
       { name: jobName(batch, 700, 1), args: ['fine'], inputs: [[p, 'in']] },
       { name: job, args: ['ok', arg], inputs: [[p, 'in']] },
-    ]));
-    expect(msg).not.toBe('NULL');
-    expect(msg).toContain(job);
-    expect(msg).toContain('argument 2');
-    expect(msg).toContain(JSON.stringify(arg));
+    ]))).toEqual(['NULL']);
+    expectOneCompleteBatch(env.server, batch, [jobName(batch, 700, 1)]);
+    const msg = await refusalOf(batch, job);
+    expect(msg).toContain(`job ${job}: argument 2 ${JSON.stringify(arg)}`);
+    // Alone in its batch, it fails the submit before any RPC.
+    const alone = batchName('uppercase');
+    env.server.clearRpcLog();
+    const [m2] = await submit(submitLine(alone, 'uppercase', [{ name: jobName(alone, 701, 0), args: [arg], inputs: [[p, 'in']] }]));
+    expect(m2).toContain(`job ${jobName(alone, 701, 0)}: argument 1 ${JSON.stringify(arg)}`);
     expect(env.server.rpcLog()).toEqual([]);
-    expect(env.server.batches().filter((b) => b.name === batch)).toEqual([]);
+  });
+
+  test('a batch whose every job is refused fails naming each job and its reason, as many as fit a hold reason (1023 characters), the rest counted', async () => {
+    const p = writeInput(env.dir, 'all-refused.txt', 'x\n');
+    const batch = batchName('uppercase');
+    const jobs = Array.from({ length: 30 }, (_, i) => ({ name: jobName(batch, 710, i), args: [`word ${i}`], inputs: [[p, 'in']] as Array<[string, string]> }));
+    env.server.clearRpcLog();
+    const [msg] = await submit(submitLine(batch, 'uppercase', jobs));
+    expect(msg).toMatch(new RegExp(`^no job was sent to BOINC: checking names and arguments: job ${jobName(batch, 710, 0)}: argument 1 "word 0"`));
+    const named = jobs.filter((j) => msg!.includes(`job ${j.name}: argument 1 "word ${j.name.split('.').pop()}"`)).length;
+    expect(named).toBeGreaterThanOrEqual(3);
+    expect(msg).toMatch(new RegExp(`; and ${30 - named} more jobs refused \\(the GAHP's log has each reason\\)$`));
+    expect(msg!.length).toBeLessThanOrEqual(1023);
+    expect(env.server.rpcLog()).toEqual([]);
   });
 
   test('a bad job name or batch name is refused before any RPC', async () => {
@@ -219,17 +251,21 @@ describe('checks before anything is created', () => {
     expect(env.server.rpcLog()).toEqual([]);
   });
 
-  test('a missing, unreadable or non-regular input file fails the batch naming the path, before anything is created or uploaded', async () => {
+  test('a missing, unreadable or non-regular input file refuses its job naming the job and path, before anything is created or uploaded for it', async () => {
     const ok = writeInput(env.dir, 'present.txt', 'x\n');
     const missing = path.join(env.dir, 'no such dir', 'missing file.txt');
+    // The job whose file is missing is left out; the other is submitted (this used to fail
+    // the whole batch, and the gridmanager held both jobs with that one reason: issue 38).
+    const mixed = batchName('uppercase');
+    expect(await submit(submitLine(mixed, 'uppercase', [
+      { name: jobName(mixed, 800, 0), inputs: [[ok, 'in']] },
+      { name: jobName(mixed, 800, 1), inputs: [[missing, 'in']] },
+    ]))).toEqual(['NULL']);
+    expectOneCompleteBatch(env.server, mixed, [jobName(mixed, 800, 0)]);
+    expect(await refusalOf(mixed, jobName(mixed, 800, 1))).toContain(`job ${jobName(mixed, 800, 1)}: input file ${missing} does not exist`);
+    // A batch with no job left fails, and nothing is created.
     const batch = batchName('uppercase');
     env.server.clearRpcLog();
-    const [m1] = await submit(submitLine(batch, 'uppercase', [
-      { name: jobName(batch, 800, 0), inputs: [[ok, 'in']] },
-      { name: jobName(batch, 800, 1), inputs: [[missing, 'in']] },
-    ]));
-    expect(m1).toContain(missing);
-    expect(m1).toContain('does not exist');
     const [m2] = await submit(submitLine(batch, 'uppercase', [{ name: jobName(batch, 800, 0), inputs: [[env.dir, 'in']] }]));
     expect(m2).toContain(`${env.dir} is not a regular file`);
     if (process.getuid?.() !== 0) {
@@ -244,7 +280,7 @@ describe('checks before anything is created', () => {
     expect(env.server.batches().filter((b) => b.name === batch)).toEqual([]);
   });
 
-  test('an input count that does not match the template seen before fails the batch naming the job, before anything is created', async () => {
+  test('an input count that does not match the template seen before refuses that job alone, naming it; the other is submitted', async () => {
     const p = writeInput(env.dir, 'count.txt', 'x\n');
     // The GAHP has seen concat's template (with none seen, the batch is created while
     // get_templates is answered: test/submit/round-trips).
@@ -252,13 +288,18 @@ describe('checks before anything is created', () => {
     expect(await submit(submitLine(seen, 'concat', [{ name: jobName(seen, 899, 0), inputs: [[p, 'a'], [p, 'b']] }]))).toEqual(['NULL']);
     const batch = batchName('concat');
     const bad = jobName(batch, 900, 1);
-    const since = env.server.rpcLog().length;
-    const [msg] = await submit(submitLine(batch, 'concat', [
+    // This used to fail the whole batch (issue 38): now the good job goes.
+    expect(await submit(submitLine(batch, 'concat', [
       { name: jobName(batch, 900, 0), inputs: [[p, 'a'], [p, 'b']] },
       { name: bad, inputs: [[p, 'a']] },
-    ]));
-    expect(msg).toContain(bad);
-    expect(msg).toContain('1 input files');
+    ]))).toEqual(['NULL']);
+    expectOneCompleteBatch(env.server, batch, [jobName(batch, 900, 0)]);
+    expect(await refusalOf(batch, bad)).toContain(`job ${bad} has 1 input files, but the app's input template has 2 (a, b)`);
+    // Alone in its batch: nothing is created.
+    const alone = batchName('concat');
+    const since = env.server.rpcLog().length;
+    const [msg] = await submit(submitLine(alone, 'concat', [{ name: jobName(alone, 901, 0), inputs: [[p, 'a']] }]));
+    expect(msg).toContain(`job ${jobName(alone, 901, 0)} has 1 input files`);
     const names = rpcNames(env.server, since);
     expect(names).not.toContain('create_batch');
     expect(names).not.toContain('query_files');

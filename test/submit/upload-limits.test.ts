@@ -5,7 +5,7 @@
  * Through the real GAHP process.
  */
 import * as crypto from 'node:crypto';
-import { startEnv, batchName, jobName, type Env } from '../commands/helpers.js';
+import { startEnv, batchName, esc, jobName, type Env } from '../commands/helpers.js';
 import { submitLine, phys, writeInput, rpcNames, uploadedNames, expectOneCompleteBatch, type LineJob } from './support.js';
 
 let env: Env;
@@ -86,7 +86,7 @@ test('raised limits, told to the GAHP by options and environment, let bigger fil
   }
 }, 60_000);
 
-test('a file whose request alone would exceed post_max_size fails the submit at once, naming it', async () => {
+test('a file whose request alone would exceed post_max_size refuses its job at once, naming it; the other job goes', async () => {
   const tight = await startEnv(
     { php: { uploadMaxFilesize: 4 * MiB, postMaxSize: MiB, maxFileUploads: 20 } },
     { args: ['--upload-max-filesize', '4M', '--post-max-size', '1M'] },
@@ -98,13 +98,19 @@ test('a file whose request alone would exceed post_max_size fails the submit at 
     const big = bigInputs(tight, 1, MiB);
     const paths = [small.paths[0]!, big.paths[0]!];
     const batch = batchName('uppercase');
+    const jobs = jobsOver(batch, 403, paths);
     const since = tight.server.rpcLog().length;
-    const [msg] = await tight.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobsOver(batch, 403, paths))}`, 60_000);
-    expect(msg).toContain(big.paths[0]!);
+    // This used to fail the whole batch, and the gridmanager held the small file's job with
+    // the big file's reason (issue 38): now the big file's job alone is left out.
+    expect(await tight.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, 60_000)).toEqual(['NULL']);
+    expectOneCompleteBatch(tight.server, batch, [jobs[0]!.name]);
+    expect(uploadedNames(tight.server, since)).toEqual([phys(small.contents[0]!)]);
+    // Its fetch fails with the reason (the gridmanager's hold reason for that job).
+    const [msg] = await tight.gahp.call(`BOINC_FETCH_OUTPUT ${esc(jobs[1]!.name)} ${esc(tight.dir)} /dev/null ALL 0`);
+    expect(msg).toContain(`job ${jobs[1]!.name}: input file ${big.paths[0]!}`);
     expect(msg).not.toContain(small.paths[0]!);
     expect(msg).toContain('needs an upload request of');
     expect(msg).toContain('post_max_size (1M)');
-    expect(rpcNames(tight.server, since)).not.toContain('submit_batch');
   } finally {
     await tight.close();
   }

@@ -591,6 +591,20 @@ export async function boincFetchOutput(gm: GridmanagerGahp, res: ResourceRef, jo
   return { rc: 0, exitStatus: atoi(r[2]!), wallclock: parseFloat(r[3]!), cpu: parseFloat(r[4]!) };
 }
 
+/** holdReason[1024] in BoincJob's GM_HOLD: at most 1023 bytes are kept. */
+const HOLD_REASON_BYTES = 1023;
+
+/**
+ * The hold reason GM_HOLD gives a job after a failed command: after BOINC_FETCH_OUTPUT
+ * (GM_STAGE_OUT -> GM_CLEAR_REQUEST, which holds a job whose remote job name is set)
+ * `BOINC error: <error>`; after a BOINC_SUBMIT that failed (BatchFailed: every job of the
+ * batch) the error itself. Either cut to the buffer.
+ */
+export function holdReason(error: string, after: 'fetch' | 'submit'): string {
+  const bytes = Buffer.from(after === 'fetch' ? `BOINC error: ${error}` : error, 'utf8');
+  return bytes.subarray(0, HOLD_REASON_BYTES).toString('utf8');
+}
+
 export async function boincAbortJobs(gm: GridmanagerGahp, res: ResourceRef, jobNames: string[]): Promise<CallOutcome> {
   return simpleResult(gm, 'BOINC_ABORT_JOBS', await gm.call(res, 'BOINC_ABORT_JOBS', jobNames.map(escapeGahpString).join(' ')));
 }
