@@ -176,6 +176,21 @@ interface Prepared {
   outDir?: string;
   /** The batch a submit creates. */
   batch?: string;
+  /** A submit's jobs in a new batch: what the gridmanager sends for them once released after an error. */
+  released?: () => Prepared;
+}
+
+/**
+ * A submit that failed leaves nothing running or waiting on the server: its batch, if it
+ * was made, is withdrawn (retired, any jobs aborted), for the gridmanager puts released
+ * jobs in a new batch. Only a failed create_batch may leave the batch it made, empty.
+ */
+function expectWithdrawn(server: Worker['env']['server'], batch: string, rpc: string): void {
+  const b = server.batches().find((x) => x.name === batch);
+  if (!b) return;
+  expect(server.jobs(batch).filter((j) => !j.aborted).map((j) => j.name)).toEqual([]);
+  if (rpc === 'create_batch' && b.state !== 4) expect(b.jobNames).toEqual([]);
+  else expect(b.state).toBe(4);
 }
 
 /** `fetchJob`: the job a fetch case fetches (default: one of the worker's finished batch). */
@@ -193,8 +208,12 @@ function prepare(w: Worker, c: Case, fetchJob?: string): Prepared {
         const p = writeInput(env.dir, `in${n}/f${i % 45}.txt`, `case ${n} file ${i % 45} ${c.kind}\n`);
         jobs.push({ name: jobName(batch, 100 + n, i), inputs: [[p, 'in']] });
       }
-      const check = () => expectOneCompleteBatch(env.server, batch, jobs.map((j) => j.name));
-      return { words: `BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, check, batch };
+      const submitOf = (name: string): Prepared => {
+        const named = jobs.map((j, i) => ({ ...j, name: jobName(name, 100 + n, i) }));
+        const check = () => expectOneCompleteBatch(env.server, name, named.map((j) => j.name));
+        return { words: `BOINC_SUBMIT ${submitLine(name, 'uppercase', named)}`, check, batch: name };
+      };
+      return { ...submitOf(batch), released: () => submitOf(batchName('uppercase')) };
     }
     case 'query':
       return {
@@ -305,10 +324,16 @@ async function runCase(w: Worker, c: Case): Promise<Outcome> {
       expect(tokens[0]).not.toMatch(/<html|<body|<\?xml/i);
       // Nothing written where outputs go.
       if (outDir) expect(walk(outDir)).toEqual([]);
-      // The same command, the fault gone, completes the work.
-      const again = await env.gahp.call(p.words, 120_000);
+      // The same command, the fault gone, completes the work. A failed submit's batch is
+      // over: its jobs, released, go into a new batch, as the gridmanager sends them.
+      let repeat = p;
+      if (p.released) {
+        expectWithdrawn(env.server, p.batch!, c.target.rpc);
+        repeat = p.released();
+      }
+      const again = await env.gahp.call(repeat.words, 120_000);
       if (again[0] !== 'NULL') throw new Error(`the repeat without fault failed: ${again.join(' ')}`);
-      p.check();
+      repeat.check();
     }
     p.after?.();
     if (outDir) expect(tempFiles(outDir)).toEqual([]);

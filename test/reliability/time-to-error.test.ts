@@ -196,7 +196,7 @@ describe('time to a clear error when the server does not answer', () => {
       const r = await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, 30_000);
       const submitMs = Date.now() - t0;
       expect(r).toHaveLength(1);
-      expect(r[0]).toMatch(/upload_files failed: aborted: the command timeout of 2 s passed$/);
+      expect(r[0]).toMatch(/upload_files failed: aborted: the command timeout of 2 s passed; the batch was withdrawn \(0 jobs aborted, batch retired\)/);
       // A hang under a 30 s RPC timeout: the command timeout ends it.
       env.server.clearFaults();
       env.server.injectFault({ script: S, rpc: 'query_batch2', kind: 'hang', count: 100 });
@@ -212,9 +212,11 @@ describe('time to a clear error when the server does not answer', () => {
         expect(ms).toBeGreaterThanOrEqual(1900);
         expect(ms).toBeLessThan(15_000);
       }
-      // Without the fault the same submit completes (what arrived is kept).
+      // Without the fault the jobs complete in a new batch, as the gridmanager sends them
+      // once released (the failed batch was withdrawn).
       env.server.clearFaults();
-      const again = await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, 30_000);
+      const released = batchName('uppercase');
+      const again = await env.gahp.call(`BOINC_SUBMIT ${submitLine(released, 'uppercase', jobs.map((j, i) => ({ ...j, name: jobName(released, 7, i) })))}`, 30_000);
       expect(again).toEqual(['NULL']);
       expect(tempFiles(stateDir)).toEqual([]);
     } finally {
