@@ -853,9 +853,10 @@ function resolveUnder(iwd: string, p: string): string {
 /**
  * A new run starts with an empty Err, as HTCondor's own runs do (the job's stderr is
  * appended to it when the job ends): a resubmission's error file holds only its run's.
- * Undefined when fine, else why the file cannot be written (the job is refused).
+ * Undefined when fine, else why the file cannot be written (the job is refused). Both BLAH
+ * routes call this, once the job passed its checks and before it is queued.
  */
-function startErrorFile(job: JobRequest): string | undefined {
+export function startErrorFile(job: Pick<JobRequest, 'iwd' | 'stderr'>): string | undefined {
   if (!job.stderr || job.stderr === '/dev/null') return undefined;
   const file = resolveUnder(job.iwd, job.stderr);
   try {

@@ -32,7 +32,7 @@ import type { AppTemplates } from '../../boinc-rpc/types.js';
 import type { SubmitJobSpec, SubmitRequest } from '../staging/parse.js';
 import { SubmitCheckError } from '../staging/validate.js';
 import { checkJob } from '../blah/job-check.js';
-import { identityOf } from '../blah/route.js';
+import { identityOf, startErrorFile } from '../blah/route.js';
 import { stepError } from '../staging/steps.js';
 import { abortJobsCommand } from '../commands/abort-jobs.js';
 import { submitCommand } from '../commands/submit.js';
@@ -47,7 +47,6 @@ import {
 } from './records.js';
 import { dropFinalLine, writeFinalRecord } from './quick.js';
 import { BlahpUsageError, inputPaths, outputSpecs, parseSubmitArgv, readListFile, show } from './submit-args.js';
-import { resolveUnder } from '../output/staging.js';
 import { claimDestinations } from './destinations.js';
 
 /** Template answers are reused this long (an app's templates rarely change). */
@@ -222,22 +221,6 @@ async function takeKeptResult(ctx: BlahpContext, spec: JobSpec): Promise<string 
   fs.rmSync(keptFile, { force: true });
   ctx.log.info(`blahp submit ${spec.key}: released job ${spec.identity} takes back its kept result, BOINC job ${job.jobName}: fetched again, no new BOINC job`);
   return job.jobName;
-}
-
-/**
- * Creates the job's Err empty (relative to Iwd unless absolute), once the job passed its
- * checks and before it is queued: a resubmission in the same directory must not append to
- * the last run's stderr. Returns why the job is refused when the file cannot be written.
- */
-function startErrorFile(spec: JobSpec): string | undefined {
-  if (!spec.stderr || spec.stderr === '/dev/null') return undefined;
-  const file = resolveUnder(spec.iwd, spec.stderr);
-  try {
-    fs.writeFileSync(file, '', { mode: 0o644 });
-    return undefined;
-  } catch (err) {
-    return `the job's error file ${file} cannot be written (${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}): fix its directory, or the error line of the submit file`;
-  }
 }
 
 function pendingFile(ctx: BlahpContext, group: string, key: string): string {
