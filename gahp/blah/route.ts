@@ -461,7 +461,6 @@ export class BlahRoute {
         const job = parseJobName(r.name);
         if (!job) continue;
         this.setFinal(job, { kind: 'held', reason: `job not sent to BOINC: ${r.reason}`, code: 0 });
-        this.services.log.warn(`batch boinc: ${r.name}: held alone: ${r.reason}`);
       }
       const now = Date.now();
       if (refused.length === rec.jobs.length) {

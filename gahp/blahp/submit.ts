@@ -341,7 +341,6 @@ async function submitClaimed(ctx: BlahpContext, batch: string): Promise<void> {
       if (!job) continue;
       refusedByN[job.n] = r.reason;
       writeFinalRecord(ctx, job, { kind: 'held', at: now, reason: `job not sent to BOINC: ${r.reason}`, code: 0 });
-      ctx.log.warn(`blahp submit: ${r.name} refused alone: ${r.reason}`);
     }
     const extra = refused.length > 0 ? { refused: refusedByN } : {};
     if (refused.length === jobs.length) {

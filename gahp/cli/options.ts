@@ -11,6 +11,7 @@ import type { GahpRunOptions } from '../create-services.js';
 import { defaultStateDir, UsageError } from '../settings.js';
 import { errnoText } from '../dirs.js';
 import type { NetworkSettings } from '../../boinc-rpc/network.js';
+import { BoincClient } from '../../boinc-rpc/client.js';
 import { shellWord } from '../util.js';
 
 export const EXIT_OK = 0;
@@ -124,4 +125,17 @@ export function commandToRun(g: GlobalOptions, words: string[]): string {
     ...(g.authenticatorFile !== undefined ? ['--authenticator-file', g.authenticatorFile] : []),
   ];
   return [invokedAs(), ...where, ...words].map(shellWord).join(' ');
+}
+
+/**
+ * A BOINC RPC client of the CLI's own (not through a GAHP): the project and account given,
+ * the options' RPC timeout and network settings.
+ */
+export function cliRpcClient(g: GlobalOptions, project: { url: string; authenticator: string }): BoincClient {
+  return new BoincClient({
+    projectUrl: project.url,
+    authenticator: project.authenticator,
+    ...(g.rpcTimeout ? { timeoutMs: g.rpcTimeout * 1000 } : {}),
+    network: networkSettings(g),
+  });
 }

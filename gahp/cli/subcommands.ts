@@ -10,9 +10,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
 import { checkProjectUrl, CLI_SETTING, defaultStateDir, noAuthenticatorFile, readAuthenticatorFile, UsageError } from '../settings.js';
-import { EXIT_FAILED, EXIT_OK, networkSettings, runOptions, type GlobalOptions } from './options.js';
+import { cliRpcClient, EXIT_FAILED, EXIT_OK, networkSettings, runOptions, type GlobalOptions } from './options.js';
 import { describeNetwork } from '../../boinc-rpc/network.js';
-import { BoincClient } from '../../boinc-rpc/client.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';
 import type { LedgerBatch } from '../ledger/types.js';
 import { ProgressLine } from './progress.js';
@@ -456,12 +455,7 @@ async function accountBatches(g: GlobalOptions, stateDir: string, o: StatusOptio
   let code = EXIT_OK;
   for (const [projectUrl, authenticatorFile] of where) {
     const project = projectFrom({ ...g, projectUrl: projectUrl || g.projectUrl, authenticatorFile });
-    const rpc = new BoincClient({
-      projectUrl: project.url,
-      authenticator: project.authenticator,
-      ...(g.rpcTimeout ? { timeoutMs: g.rpcTimeout * 1000 } : {}),
-      network: networkSettings(g),
-    });
+    const rpc = cliRpcClient(g, project);
     try {
       for (const b of await rpc.queryBatches()) {
         const rec = clusterOf.get(b.name);

@@ -14,12 +14,12 @@
  * leases, and (unless --no-wait) polls until every batch is retired: each round marks failed
  * jobs, fetches the outputs of done ones, retires finished batches and renews leases.
  */
-import { BoincClient } from '../../boinc-rpc/client.js';
+import type { BoincClient } from '../../boinc-rpc/client.js';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
 import { fetchOutputSpec, SubmitFileError, type SubmitDescription } from './submit-file.js';
-import { commandToRun, EXIT_FAILED, EXIT_OK, networkSettings, runOptions, type GlobalOptions } from './options.js';
+import { cliRpcClient, commandToRun, EXIT_FAILED, EXIT_OK, runOptions, type GlobalOptions } from './options.js';
 import { ProgressLine, SubmitProgressView } from './progress.js';
 import { planSubmit, submitArgs, type SubmitPlan } from './submit-plan.js';
 import type { SubmitRecord } from './submit-state.js';
@@ -110,12 +110,7 @@ function checkPollInterval(url: string, poll: number): void {
 async function checkOutputNames(g: GlobalOptions, file: string, desc: SubmitDescription, project: { url: string; authenticator: string }): Promise<void> {
   const named = desc.procs.filter((p) => p.transferOutputFiles !== undefined);
   if (named.length === 0) return;
-  const rpc = new BoincClient({
-    projectUrl: project.url,
-    authenticator: project.authenticator,
-    ...(g.rpcTimeout ? { timeoutMs: g.rpcTimeout * 1000 } : {}),
-    network: networkSettings(g),
-  });
+  const rpc = cliRpcClient(g, project);
   try {
     const outputsOf = new Map<string, string[]>();
     for (const p of named) {
@@ -479,12 +474,7 @@ class SubmitRun {
    * itself, read-only, with the GAHP's network settings (docs/architecture.md, "Layers").
    */
   private failureRpc(): BoincClient {
-    this.rpc ??= new BoincClient({
-      projectUrl: this.plan.project.url,
-      authenticator: this.plan.project.authenticator,
-      ...(this.g.rpcTimeout ? { timeoutMs: this.g.rpcTimeout * 1000 } : {}),
-      network: networkSettings(this.g),
-    });
+    this.rpc ??= cliRpcClient(this.g, this.plan.project);
     return this.rpc;
   }
 
