@@ -1,5 +1,7 @@
 /**
- * The log: timestamped lines to a file or stderr. Every line passes through
+ * The log: lines to a file or stderr, each `<UTC time> [<pid> <user>] <LEVEL> <text>` (a
+ * log may be shared by several processes and owners: every line says whose it is; a text
+ * of several lines becomes as many log lines, each with the prefix). Every line passes through
  * redact(): registered secrets (the authenticator) become `***`, and so does whatever the
  * registered redactors hide (the BOINC layer's: `auth_str=` URL values and
  * `<authenticator>` elements, boinc-rpc/redact.ts).
@@ -12,6 +14,7 @@
  * MAX_NUM_<SUBSYS>_LOG): see AsyncFileSink.
  */
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { parsePhpSize } from '../boinc-rpc/upload-limits.js';
 
@@ -113,7 +116,7 @@ class AsyncFileSink implements LogSink {
   /** The next lines to write, as many as fit in `room` bytes (at least one). */
   private take(room: number): Buffer {
     if (this.dropped > 0) {
-      this.pending.push(`${new Date().toISOString()} WARN [${this.dropped} log lines dropped: the disk is too slow]\n`);
+      this.pending.push(`${linePrefix('warn')}[${this.dropped} log lines dropped: the disk is too slow]\n`);
       this.dropped = 0;
     }
     let bytes = 0;
@@ -144,7 +147,7 @@ class AsyncFileSink implements LogSink {
     } catch (err) {
       // E.g. no right to rename in the log's directory: say so once, then keep appending to the file held.
       this.rotationFailed = true;
-      this.pending.unshift(`${new Date().toISOString()} WARN [log rotation failed, the log now grows without bound: ${(err as Error).message}]\n`);
+      this.pending.unshift(`${linePrefix('warn')}[log rotation failed, the log now grows without bound: ${(err as Error).message}]\n`);
       return Infinity;
     }
   }
@@ -234,6 +237,32 @@ class AsyncFileSink implements LogSink {
   }
 }
 
+/**
+ * Who writes: `[<pid> <user>]`. One log may be shared by several processes (the BLAHP
+ * scripts; GAHPs of several job owners whose `$(USERNAME)` expands alike when the schedd runs
+ * them as one uid), so every line names its process and the user it runs as. Worked out once:
+ * neither changes while the process runs.
+ */
+let writer: string | undefined;
+function writerTag(): string {
+  if (writer === undefined) {
+    let user: string;
+    try {
+      user = os.userInfo().username;
+    } catch {
+      // A uid with no passwd entry (a container's): the number is what there is.
+      user = typeof process.getuid === 'function' ? `uid ${process.getuid()}` : 'unknown user';
+    }
+    writer = `[${process.pid} ${user.replace(/[^\x21-\x7e]/g, '?')}]`;
+  }
+  return writer;
+}
+
+/** The start of every log line: time, writer, level. */
+function linePrefix(level: LogLevel): string {
+  return `${new Date().toISOString()} ${writerTag()} ${level.toUpperCase()} `;
+}
+
 /** A rotated file's suffix after `<log>.`: UTC time to the millisecond, then the pid. */
 const ROTATED_SUFFIX = /^\d{8}T\d{6}\.\d{3}Z\.\d+$/;
 
@@ -317,7 +346,10 @@ export class Logger {
   private emit(level: LogLevel, msg: string): void {
     if (this.sink === null || LEVELS[level] > this.threshold) return;
     try {
-      this.sink.write(`${new Date().toISOString()} ${level.toUpperCase()} ${this.redact(msg)}\n`);
+      // A message of several lines (a stack) is written as several log lines in one write:
+      // each carries the prefix, so every line says when, who and how bad, and they stay together.
+      const prefix = linePrefix(level);
+      this.sink.write(prefix + this.redact(msg).split(/\r?\n/).join(`\n${prefix}`) + '\n');
     } catch {
       // A broken log never breaks the GAHP.
     }

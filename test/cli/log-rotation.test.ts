@@ -6,6 +6,7 @@
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
 
@@ -17,13 +18,14 @@ afterEach(() => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** Runs the GAHP on `input` with these options; resolves with its exit status. */
-function runGahp(args: string[], input: string, env: NodeJS.ProcessEnv = {}): Promise<number | null> {
+/** Runs the GAHP on `input` with these options; resolves with its exit status. `started` gets its pid. */
+function runGahp(args: string[], input: string, env: NodeJS.ProcessEnv = {}, started: (pid: number) => void = () => undefined): Promise<number | null> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [GAHP_BIN, '--state-dir', path.join(dir, 'state'), ...args], {
       env: { ...process.env, ...env },
       stdio: ['pipe', 'ignore', 'inherit'],
     });
+    if (child.pid !== undefined) started(child.pid);
     child.on('error', reject);
     child.on('close', resolve);
     child.stdin.end(input);
@@ -64,7 +66,7 @@ test('a log driven past --max-log rotates into old files and keeps every line, n
   const all = files.map((f) => f.text).join('');
   // Every request in order, each line whole; the start line first and the shutdown last.
   expect(requestNumbers(all, 'LINE')).toEqual(range(1, 3000));
-  for (const f of files) expect(f.text).toMatch(/^(\d{4}-\d\d-\d\dT[\d:.]+Z (INFO|DEBUG) [^\n]*\n)+$/);
+  for (const f of files) expect(f.text).toMatch(/^(\d{4}-\d\d-\d\dT[\d:.]+Z \[\d+ \S+\] (INFO|DEBUG) [^\n]*\n)+$/);
   expect(all).toMatch(/^[^\n]* INFO boinc-gahp [\d.]+ started, pid \d+/);
   expect(all).toMatch(/INFO QUIT: shutting down\n$/);
 });
@@ -81,16 +83,25 @@ test('only the newest --max-num-log old files are kept (bound from BOINC_GAHP_MA
   expect(kept).toEqual(range(kept[0]!, 3000));
 });
 
-test('processes sharing one log rotate it without losing or repeating a line', async () => {
+test('processes sharing one log rotate it without losing or repeating a line; every line names its process and user', async () => {
   const log = path.join(dir, 'shared.log');
   const tags = ['P1', 'P2', 'P3', 'P4'];
+  const pids = new Map<string, number>();
   const codes = await Promise.all(tags.map((tag) =>
-    runGahp(['--log', log, '--log-level', 'debug', '--max-log', '8K', '--max-num-log', '1000'], numberedLines(tag, 1500))));
+    runGahp(['--log', log, '--log-level', 'debug', '--max-log', '8K', '--max-num-log', '1000'], numberedLines(tag, 1500), {}, (pid) => pids.set(tag, pid))));
   expect(codes).toEqual([0, 0, 0, 0]);
   const files = logFiles(log);
   expect(files.length).toBeGreaterThan(10);
   const all = files.map((f) => f.text).join('');
   for (const tag of tags) expect(requestNumbers(all, tag).sort((a, b) => a - b)).toEqual(range(1, 1500));
+  // Two GAHPs sharing a log (two owners whose log name expands alike): each line says whose it is.
+  const user = os.userInfo().username;
+  for (const line of all.split('\n').filter((l) => l !== '')) expect(line).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z \[\d+ \S+\] (INFO|DEBUG|WARN) /);
+  for (const tag of tags) {
+    const mine = all.split('\n').filter((l) => new RegExp(`DEBUG < ${tag}_\\d+$`).test(l));
+    expect(mine).toHaveLength(1500);
+    for (const line of mine) expect(line).toContain(` [${pids.get(tag)} ${user}] DEBUG < ${tag}_`);
+  }
 });
 
 test('by default the log holds the GAHP\'s life and failures, not the protocol lines', async () => {

@@ -255,14 +255,14 @@ describe('the real GAHP over pipes', () => {
       expect(g.rawStdout).not.toContain(auth);
       expect(g.stderr).not.toContain(auth);
       if (mode === '--debug') {
-        expect(g.stderr).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z DEBUG < BOINC_SELECT_PROJECT http:\/\/127\.0\.0\.1:\d+\/proj\/ \*\*\*$/m);
+        expect(g.stderr).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \[\d+ \S+\] DEBUG < BOINC_SELECT_PROJECT http:\/\/127\.0\.0\.1:\d+\/proj\/ \*\*\*$/m);
       }
     }));
     const log = fs.readFileSync(logFile, 'utf8');
     expect(log).not.toContain(auth);
     // The log does record the session: timestamped lines both ways.
-    expect(log).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z DEBUG < BOINC_PING 2$/m);
-    expect(log).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z DEBUG > GAHP:S$/m);
+    expect(log).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \[\d+ \S+\] DEBUG < BOINC_PING 2$/m);
+    expect(log).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \[\d+ \S+\] DEBUG > GAHP:S$/m);
     expect(log).toMatch(/DEBUG > GAHP:2 /);
     // Written to the end, though the process exits right after QUIT.
     expect(log.trimEnd().split('\n').pop()).toMatch(/INFO QUIT: shutting down$/);

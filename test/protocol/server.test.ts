@@ -360,7 +360,7 @@ describe('secrets in the debug log and replies', () => {
     const log = g.logLines.join('');
     expect(log).not.toContain(secret);
     expect(log).not.toContain(secret.slice(0, 10));
-    expect(log).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z DEBUG < TEST_SECRET http:\/\/x\/ \*\*\*$/m);
+    expect(log).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \[\d+ \S+\] DEBUG < TEST_SECRET http:\/\/x\/ \*\*\*$/m);
     expect(log).toMatch(/DEBUG > S$/m);
     expect(g.transcript.join('\n')).not.toContain(secret);
   });
