@@ -27,6 +27,25 @@ export default tseslint.config(
       'prefer-const': 'error',
     },
   },
+  // Front ends import only downward (docs/architecture.md, "Layers"): the two `batch boinc`
+  // front ends share gahp/batch-boinc/, below both, and neither imports the other, nor the
+  // scripts' side the CLI; the core imports no front end. (Dynamic import() is not an
+  // import declaration, hence the syntax rule beside each.)
+  ...[
+    { dir: 'gahp/blahp', banned: ['blah', 'cli'] },
+    { dir: 'gahp/blah', banned: ['blahp'] },
+    { dir: 'gahp/batch-boinc', banned: ['blah', 'blahp', 'cli'] },
+  ].map(({ dir, banned }) => {
+    const regex = `(^|/)(${banned.join('|')})/`;
+    const message = `${dir}/ imports only downward: not from ${banned.map((b) => `gahp/${b}/`).join(' or ')} (what both batch boinc routes use belongs in gahp/batch-boinc/)`;
+    return {
+      files: [`${dir}/**/*.ts`],
+      rules: {
+        'no-restricted-imports': ['error', { patterns: [{ regex, message }] }],
+        'no-restricted-syntax': ['error', { selector: `ImportExpression[source.value=/${regex.replaceAll('/', '\\x2F')}/]`, message }],
+      },
+    };
+  }),
   {
     // Plain JavaScript (this file, jest's config and reporter, bin/ launchers, scripts):
     // outside the TypeScript project, so no type information.

@@ -49,7 +49,7 @@ export function defaultEntry(): string {
  * itself, values unknown here); a state directory or setting node would read differently
  * (blanks around it, `..`, not a whole number); a project URL other than the snapshot's; a
  * missing or torn file. The id is matched against the job-name pattern of
- * gahp/blahp/names.ts with its characters listed (a range such as A-Z depends on the locale),
+ * gahp/batch-boinc/names.ts with its characters listed (a range such as A-Z depends on the locale),
  * so the path built from it has no `/` of its own and no `..`; a job number with a leading
  * zero goes to node too (node names that job `..._06`, which no snapshot holds). The line
  * read is printed as it is, never evaluated.

@@ -14,7 +14,7 @@
 import { ArgumentError, expectArgCount, type AsyncCommand, type Command } from '../protocol/commands.js';
 import { SubmitCheckError } from '../staging/validate.js';
 import { errorMessage } from '../util.js';
-import { blahpJobId, jobNameFromId, LRMS, type ParsedJobName } from '../blahp/names.js';
+import { blahpJobId, jobNameFromId, LRMS, type ParsedJobName } from '../batch-boinc/names.js';
 import { parseClassAd, writeClassAd } from './classad.js';
 import { jobFromSubmitAd } from './submit-ad.js';
 import type { BlahRoute, SubmitTicket } from './route.js';

@@ -3,7 +3,7 @@
  * commands turned into BOINC work inside this one long-lived process, with no blahpd and
  * no process per request.
  *
- * - Submit: each job is checked alone (gahp/blah/job-check.ts; a bad job is refused with
+ * - Submit: each job is checked alone (gahp/batch-boinc/job-check.ts; a bad job is refused with
  *   its own reason), then joins its app's open batch and is answered at once: the batch is
  *   on disk with the job in it, so its id is good (joinArrivals). One batch per app goes
  *   to BOINC at a time, through the GAHP's BOINC_SUBMIT (content-addressed staging,
@@ -28,8 +28,6 @@
  *   unfinished jobs (housekeeping, every HOUSEKEEPING_MS).
  */
 import * as crypto from 'node:crypto';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import PQueue from 'p-queue';
 import type { AppTemplates } from '../../boinc-rpc/types.js';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
@@ -45,9 +43,10 @@ import { setLeaseCommand } from '../commands/set-lease.js';
 import { pingCommand } from '../commands/ping.js';
 import type { FetchOutputRequest } from '../commands/fetch-output-args.js';
 import { errorMessage } from '../util.js';
-import { jobName as boincJobName, newBatchName, newSubmitKey, parseJobName, type ParsedJobName } from '../blahp/names.js';
+import { identityOf, jobName as boincJobName, newBatchName, newSubmitKey, parseJobName, type ParsedJobName } from '../batch-boinc/names.js';
 import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
-import { checkJob, type JobRequest } from './job-check.js';
+import { checkJob, type JobRequest } from '../batch-boinc/job-check.js';
+import { ensureStdout, startErrorFile } from '../batch-boinc/standard-files.js';
 import { SubmitCheckError } from '../staging/validate.js';
 import { BlahStore, type FinalState, type StoredBatch, type StoredJob } from './store.js';
 
@@ -817,12 +816,6 @@ export class BlahRoute {
   }
 }
 
-/** The identity of a job across its submissions: the JobDirectory without its trailing time. The scripts route (gahp/blahp/submit.ts) reads -D with it. */
-export function identityOf(submissionKey: string): string | undefined {
-  const m = /^(.*_[0-9]+\.[0-9]+)_[0-9]+$/.exec(submissionKey);
-  return m ? m[1] : undefined;
-}
-
 function parseOurJobName(name: string): ParsedJobName | undefined {
   const m = /^(.+)_(\d{1,7})$/.exec(name);
   return m ? { jobName: name, batch: m[1]!, n: Number(m[2]) } : undefined;
@@ -840,39 +833,5 @@ function finalAnswer(_job: ParsedJobName, f: FinalState): JobStatusAnswer {
       return { jobStatus: 3, extra: [] };
     case 'held':
       return held(f.reason, f.code);
-  }
-}
-
-/** A job's file name as HTCondor means it: relative to its Iwd unless absolute. (The output
- * modules load with the first fetch: commands/index.ts.) */
-function resolveUnder(iwd: string, p: string): string {
-  return path.isAbsolute(p) ? p : path.join(iwd, p);
-}
-
-/**
- * A new run starts with an empty Err, as HTCondor's own runs do (the job's stderr is
- * appended to it when the job ends): a resubmission's error file holds only its run's.
- * Undefined when fine, else why the file cannot be written (the job is refused). Both BLAH
- * routes call this, once the job passed its checks and before it is queued.
- */
-export function startErrorFile(job: Pick<JobRequest, 'iwd' | 'stderr'>): string | undefined {
-  if (!job.stderr || job.stderr === '/dev/null') return undefined;
-  const file = resolveUnder(job.iwd, job.stderr);
-  try {
-    fs.writeFileSync(file, '', { mode: 0o644 });
-    return undefined;
-  } catch (err) {
-    return `the job's error file ${file} cannot be written (${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}): fix its directory, or the error line of the submit file`;
-  }
-}
-
-/** Out exists after the job (empty: a BOINC app has no standard output of its own). Both BLAH routes call this. */
-export function ensureStdout(spec: Pick<StoredJob, 'iwd' | 'stdout' | 'stderr'>): void {
-  if (!spec.stdout || spec.stdout === '/dev/null' || spec.stdout === spec.stderr) return;
-  const file = resolveUnder(spec.iwd, spec.stdout);
-  try {
-    fs.closeSync(fs.openSync(file, 'a', 0o644));
-  } catch (err) {
-    throw new Error(`cannot create the job's standard output file ${file}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`, { cause: err });
   }
 }

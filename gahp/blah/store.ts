@@ -20,7 +20,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { makeDirs } from '../dirs.js';
 import { replaceFileSync } from '../state-files.js';
-import type { OutputSpec } from '../blahp/submit-args.js';
+import type { OutputSpec } from '../batch-boinc/job-check.js';
 
 export interface StoredJob {
   /** The submission key (from the gridmanager's JobDirectory, else random). */

@@ -13,8 +13,7 @@
 import * as path from 'node:path';
 import { SubmitCheckError } from '../staging/validate.js';
 import { ClassAd, ClassAdSyntaxError } from './classad.js';
-import { show, type JobRequest } from './job-check.js';
-import type { OutputSpec } from '../blahp/submit-args.js';
+import { show, type JobRequest, type OutputSpec } from '../batch-boinc/job-check.js';
 
 export interface SubmitAdJob {
   job: JobRequest;

@@ -18,7 +18,7 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { BlahpContext } from './context.js';
-import { jobName } from './names.js';
+import { jobName } from '../batch-boinc/names.js';
 import { readJson, writeJsonAtomic } from './state.js';
 import { batchFile, finalRecord, jobSpecFile, type BatchRecord, type Claim, type JobSpec } from './records.js';
 import { tryLockFile, unlockFile } from '../state-files.js';

@@ -23,9 +23,9 @@ import { fetchOutputCommand, type FetchOutputRequest } from '../commands/fetch-o
 import { retireBatchCommand } from '../commands/retire-batch.js';
 import { releaseDestinations } from './destinations.js';
 import { setLeaseCommand } from '../commands/set-lease.js';
-import { ensureStdout } from '../blah/route.js';
+import { ensureStdout } from '../batch-boinc/standard-files.js';
 import type { BlahpContext } from './context.js';
-import { jobName, type ParsedJobName } from './names.js';
+import { jobName, type ParsedJobName } from '../batch-boinc/names.js';
 import {
   batchChore, batchFile, erroredRecord, fetchAttemptsFile, finalRecord, forgetKeptResults, jobSpecFile, keptResultFile, liveBatches,
   type BatchRecord, type Claim, type FinalRecord, type JobSpec, type StatusSnapshot,

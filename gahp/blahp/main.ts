@@ -17,7 +17,7 @@
 import { BlahpConfigError, loadConfig } from './config.js';
 import { openContext, type BlahpContext } from './context.js';
 import { errorLine } from './classad.js';
-import { blahpJobId, jobNameFromId } from './names.js';
+import { blahpJobId, jobNameFromId } from '../batch-boinc/names.js';
 import { writeFinalRecord } from './quick.js';
 import { resultKept } from './records.js';
 import { statusLines } from './status.js';

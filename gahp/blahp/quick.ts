@@ -47,7 +47,7 @@ import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { BlahpContext } from './context.js';
 import { statusLine, type AdValue } from './classad.js';
-import { jobName, parseJobName, type ParsedJobName } from './names.js';
+import { jobName, parseJobName, type ParsedJobName } from '../batch-boinc/names.js';
 import { cancelledFile, doneFile, finalRecord, heldFile, type FinalRecord, type StatusSnapshot } from './records.js';
 import { ensureDir, writeJsonAtomic } from './state.js';
 

@@ -16,10 +16,10 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { BlahpContext } from './context.js';
-import { jobName, type ParsedJobName } from './names.js';
+import { jobName, type ParsedJobName } from '../batch-boinc/names.js';
 import { readJson } from './state.js';
 import { lockFileHeld } from '../state-files.js';
-import type { OutputSpec } from './submit-args.js';
+import type { OutputSpec } from '../batch-boinc/job-check.js';
 
 /** What the job needs later (status, outputs), kept since blahpd deletes its list files. */
 export interface JobSpec {
@@ -40,7 +40,7 @@ export interface JobSpec {
   memoryMb?: number;
   /**
    * The job across its submissions: the gridmanager's sandbox id (-D) without its time
-   * (gahp/blah/route.ts, identityOf), the same when a released job is submitted again.
+   * (gahp/batch-boinc/names.ts, identityOf), the same when a released job is submitted again.
    * Absent when -D is not one: such a job's result is never kept.
    */
   identity?: string;

@@ -7,7 +7,7 @@
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { queryBatchesCommand } from '../commands/query-batches.js';
 import type { BlahpContext } from './context.js';
-import type { ParsedJobName } from './names.js';
+import type { ParsedJobName } from '../batch-boinc/names.js';
 import { writeJsonAtomic } from './state.js';
 import { batchChore, batchFile, ensureFetcher, finalRecord, forgetKeptResults, liveBatches, type BatchRecord, type StatusSnapshot } from './records.js';
 import { dropStamp, snapshotState, writeSnapshotLines, writeStamp, type SnapshotLines } from './quick.js';

@@ -23,7 +23,7 @@
  */
 import type { BlahpContext } from './context.js';
 import { errorLine, statusLine } from './classad.js';
-import { jobNameFromId } from './names.js';
+import { jobNameFromId } from '../batch-boinc/names.js';
 import { readJson } from './state.js';
 import { tryLockFile, unlockFile } from '../state-files.js';
 import { sleep } from '../util.js';

@@ -14,6 +14,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import type { OutputSpec } from '../batch-boinc/job-check.js';
 
 /** A usage problem in what blahpd sent: nothing is submitted. */
 export class BlahpUsageError extends Error {
@@ -131,13 +132,6 @@ export function readListFile(file: string, what: string): string[] {
   const lines = text.split('\n');
   if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
   return lines.map((l) => (l.endsWith('\r') ? l.slice(0, -1) : l));
-}
-
-export interface OutputSpec {
-  /** The output's name, relative to the job's working directory. */
-  src: string;
-  /** Where it goes: relative to Iwd unless absolute. */
-  dst: string;
 }
 
 /**

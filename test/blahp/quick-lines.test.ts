@@ -11,7 +11,7 @@ import { install } from '../../gahp/blahp-scripts.js';
 import { loadConfig } from '../../gahp/blahp/config.js';
 import { openContext, type BlahpContext } from '../../gahp/blahp/context.js';
 import { statusLine } from '../../gahp/blahp/classad.js';
-import { parseJobName } from '../../gahp/blahp/names.js';
+import { parseJobName } from '../../gahp/batch-boinc/names.js';
 import type { StatusSnapshot } from '../../gahp/blahp/records.js';
 import { finalLine, writeFinalRecord, writeSnapshotLines, writeStamp } from '../../gahp/blahp/quick.js';
 import { writeJsonAtomic } from '../../gahp/blahp/state.js';

@@ -22,7 +22,7 @@ import { jobDir, blahpEnvForFile } from './support.js';
 const SUBMIT_MANY = `
 const [{ loadConfig }, { openContext }, { blahpJobId }, { submitJob }] = await Promise.all([
   import(process.env.DIST + '/gahp/blahp/config.js'), import(process.env.DIST + '/gahp/blahp/context.js'),
-  import(process.env.DIST + '/gahp/blahp/names.js'), import(process.env.DIST + '/gahp/blahp/submit.js'),
+  import(process.env.DIST + '/gahp/batch-boinc/names.js'), import(process.env.DIST + '/gahp/blahp/submit.js'),
 ]);
 const n = Number(process.env.JOBS);
 const ctx = openContext(loadConfig(process.env));

@@ -8,8 +8,14 @@
 import * as path from 'node:path';
 import type { AppTemplates } from '../../boinc-rpc/types.js';
 import { argumentProblem, checkInputFiles, orderInputs, SubmitCheckError } from '../staging/validate.js';
-import { appProblem } from '../blahp/names.js';
-import type { OutputSpec } from '../blahp/submit-args.js';
+import { appProblem } from './names.js';
+
+export interface OutputSpec {
+  /** The output's name, relative to the job's working directory. */
+  src: string;
+  /** Where it goes: relative to Iwd unless absolute. */
+  dst: string;
+}
 
 /** A job as the front end read it, before any check that needs the file system or the server. */
 export interface JobRequest {

@@ -1,5 +1,6 @@
 /**
- * Names of BLAHP jobs (docs/blahp.md, "Job ids").
+ * Names of BLAHP jobs (docs/blahp.md, "Job ids"), the same on both `batch boinc` routes
+ * (the BOINC_GAHP route's, gahp/blah/, and the scripts', gahp/blahp/).
  *
  * blahpd's job id is `boinc/<job name>`; the BOINC job name is `<batch>_<n>` and the batch
  * `blahp-<app>-<time>-<random>`. blahpd word-splits the id and hands the part after the
@@ -57,4 +58,10 @@ export function blahpJobId(name: string): string {
 /** A submit call's own key while its job waits for a batch (unique per call). */
 export function newSubmitKey(now = Date.now()): string {
   return `${now.toString(36)}-${process.pid.toString(36)}-${crypto.randomBytes(4).toString('hex')}`;
+}
+
+/** The identity of a job across its submissions: the JobDirectory without its trailing time. The BOINC_GAHP route reads the submission key with it, the scripts route (gahp/blahp/submit.ts) -D. */
+export function identityOf(submissionKey: string): string | undefined {
+  const m = /^(.*_[0-9]+\.[0-9]+)_[0-9]+$/.exec(submissionKey);
+  return m ? m[1] : undefined;
 }
