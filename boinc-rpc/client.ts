@@ -20,7 +20,9 @@ import {
 import type {
   AppTemplates,
   BatchListing,
+  BatchZipRequest,
   BoincClientOptions,
+  CollectedFileRequest,
   CallOptions,
   BoincRpc,
   CompletedJob,
@@ -421,6 +423,39 @@ export class BoincClient implements BoincRpc {
       return await this.transport.download('get_output', this.outputUrl(req.jobName, req.fileNum), req.destPath, req.signal, req.destIsTemp === true);
     } catch (err) {
       throw this.wrap('get_output', err);
+    }
+  }
+
+  /**
+   * get_output3.php?action=get_file: output `index` (output-template order) of a canonical
+   * result that a batch-collect assimilator moved to `results/<batch>/` (docs/boinc-server.md,
+   * "Batch-collect projects: get_output3.php"). Logged in by the authenticator as the `auth`
+   * cookie. The page's refusals are errors, never file content: not logged in (code
+   * `refused`), a job name BOINC's check refuses (`bad-name`), no such file (`no-such-file`).
+   */
+  async fetchCollectedFile(req: CollectedFileRequest): Promise<{ bytes: number }> {
+    try {
+      if (!Number.isInteger(req.resultId) || req.resultId <= 0) throw new BoincRpcError('get_output3', 'local', `invalid result id ${req.resultId}`);
+      if (!Number.isInteger(req.index) || req.index < 0) throw new BoincRpcError('get_output3', 'local', `invalid file index ${req.index}`);
+      const q = new URLSearchParams({ action: 'get_file', result_id: String(req.resultId), index: String(req.index), download: '1' });
+      return await this.transport.download('get_output3', `${this.projectUrl}get_output3.php?${q.toString()}`, req.destPath, req.signal, req.destIsTemp === true, { authenticator: this.authenticator });
+    } catch (err) {
+      throw this.wrap('get_output3', err);
+    }
+  }
+
+  /**
+   * get_output3.php?action=get_batch_zip: every file a batch-collect assimilator keeps for
+   * the batch (`<job>__file_<open name>`, `<job>_error`, `<job>_no_output_files`) as one zip.
+   * Logged in as fetchCollectedFile; no batch directory is code `no-such-file`.
+   */
+  async fetchBatchZip(req: BatchZipRequest): Promise<{ bytes: number }> {
+    try {
+      if (!Number.isInteger(req.batchId) || req.batchId <= 0) throw new BoincRpcError('get_output3', 'local', `invalid batch id ${req.batchId}`);
+      const q = new URLSearchParams({ action: 'get_batch_zip', batch_id: String(req.batchId) });
+      return await this.transport.download('get_output3', `${this.projectUrl}get_output3.php?${q.toString()}`, req.destPath, req.signal, req.destIsTemp === true, { authenticator: this.authenticator });
+    } catch (err) {
+      throw this.wrap('get_output3', err);
     }
   }
 

@@ -74,6 +74,46 @@ export class ErrorBodyCheck extends Transform {
   }
 }
 
+/** Counts the bytes of a download that is passed on as it is (get_output3.php's files). */
+export class ByteCount extends Transform {
+  bytes = 0;
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.bytes += chunk.length;
+    cb(null, chunk);
+  }
+}
+
+/**
+ * The messages of get_output3.php's error pages (error_page(): a whole HTML page, the
+ * message amid the project's header and footer), and what each means.
+ */
+const WEB_PAGE_ERRORS: ReadonlyArray<readonly [text: string, code: 'bad-name' | 'no-such-file' | 'refused' | undefined]> = [
+  ['bad WU name', 'bad-name'],
+  ['bad logical name', 'bad-name'],
+  ['no batch dir', 'no-such-file'],
+  ['not owner', 'refused'],
+  ['no result', undefined],
+  ['no workunit', undefined],
+  ['bad index', undefined],
+  ['Zip failed', undefined],
+];
+
+/**
+ * What a page of BOINC's web code that is not a file says (docs/boinc-server.md,
+ * "get_output3.php"): one of error_page()'s known messages, or PHP's complaint of a file
+ * that is not there (`filesize(): stat failed`, printed before the download's headers),
+ * else the start of the page's text.
+ */
+export function webPageError(html: string): { message: string; code?: 'bad-name' | 'no-such-file' | 'refused' } {
+  const text = stripTags(html);
+  if (/filesize\(\): stat failed|readfile\(.*(No such file|Failed to open)/.test(text)) return { message: 'the file is not on the server', code: 'no-such-file' };
+  for (const [known, code] of WEB_PAGE_ERRORS) {
+    if (text.includes(known)) return code ? { message: known, code } : { message: known };
+  }
+  return { message: (text || '(an empty page)').slice(0, 200) };
+}
+
 /** The download's body was an `ERROR: ` text (the message). */
 export class ErrorBodyFound extends Error {}
 

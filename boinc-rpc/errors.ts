@@ -46,7 +46,15 @@ export type RpcErrorCode =
    */
   | 'proxy'
   /** The project's certificate could not be verified: the message names the problem and the trust sources. */
-  | 'certificate';
+  | 'certificate'
+  /**
+   * The output is not where it was asked for: get_output.php's `ERROR: no such file` (not in
+   * the upload hierarchy: deleted, or moved by a batch-collect assimilator), get_output3.php's
+   * missing file or batch directory.
+   */
+  | 'no-such-file'
+  /** get_output3.php refused the job's name (`bad WU name`: not `^[\w\-. ]+$`), or an output's open name. */
+  | 'bad-name';
 
 /**
  * Which existing row a `duplicate-entry` hit, from the database key it names:

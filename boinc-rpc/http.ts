@@ -289,14 +289,16 @@ export class HttpClient {
    * GETs url; resolves with the reply once its head is in (the caller reads the body). The
    * idle timeout keeps watching the body; destroy() ends the request.
    */
-  getStream(urlText: string, opts: { idleMs: number; userAgent: string }): { response: Promise<DownloadReply>; destroy: (err?: Error) => void } {
+  getStream(urlText: string, opts: { idleMs: number; userAgent: string; headers?: Record<string, string> }): { response: Promise<DownloadReply>; destroy: (err?: Error) => void } {
     let req: GotRequest | undefined;
     let destroyedBy: { err: Error | undefined } | undefined;
     const t = { idle: opts.idleMs };
     const response = (async () => {
       const url = parseHttpUrl(urlText);
       const [{ got }, route] = await Promise.all([this.load(), this.routes.route(url)]);
-      const r = got.stream(url, this.common(route, t, opts.userAgent) as never);
+      const options = this.common(route, t, opts.userAgent);
+      if (opts.headers) options.headers = { ...(options.headers as object), ...opts.headers };
+      const r = got.stream(url, options as never);
       req = r;
       const untrack = this.track(r);
       const disarm = watchIdle(r, opts.idleMs);

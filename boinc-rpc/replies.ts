@@ -226,6 +226,23 @@ function fileRefOpenNames(text: string, from: number, to: number): string[] {
   return allTagTexts(region, 'file_ref').map((ref) => textValue(tagText(ref, 'open_name') ?? ''));
 }
 
+/**
+ * For each output file_ref, in order: whether its file_info (the one whose `<name>` is the
+ * ref's `<file_name>`, e.g. `<OUTFILE_0/>`) says `<gzip_when_done/>` (the volunteer's client
+ * gzips the file before uploading it). BOINC's parse_bool takes `<x/>` and `<x>1</x>`.
+ */
+function gzippedOutputs(template: string): boolean[] {
+  const gzipByName = new Map<string, boolean>();
+  for (const info of allTagTexts(template, 'file_info')) {
+    const name = (tagText(info, 'name') ?? '').trim();
+    const flag = /<gzip_when_done\s*\/>/.test(info) || /<gzip_when_done>\s*[1-9]\d*\s*<\/gzip_when_done>/.test(info);
+    gzipByName.set(name, flag);
+  }
+  const result = region(template, 'result');
+  const refs = allTagTexts(template, 'file_ref', result?.[0] ?? 0, result?.[1] ?? template.length);
+  return refs.map((ref) => gzipByName.get((tagText(ref, 'file_name') ?? '').trim()) ?? false);
+}
+
 function region(text: string, name: string, from = 0): [number, number] | undefined {
   const s = text.indexOf(`<${name}>`, from);
   if (s < 0) return undefined;
@@ -250,6 +267,10 @@ export function parseTemplates(rpc: string, text: string): AppTemplates {
     inputOpenNames: input ? fileRefOpenNames(body, input[0], input[1]) : [],
     outputOpenNames: output ? fileRefOpenNames(body, output[0], output[1]) : [],
   };
+  if (output) {
+    const gzip = gzippedOutputs(body.slice(output[0], output[1]));
+    if (gzip.some((g) => g)) templates.outputGzip = gzip;
+  }
   const memory = input ? region(body, 'rsc_memory_bound', input[0]) : undefined;
   if (memory && memory[1] <= input![1]) {
     const bound = Number(body.slice(memory[0] + '<rsc_memory_bound>'.length, memory[1]).trim());

@@ -20,7 +20,7 @@ import { randomBytes } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { BoincRpcError } from './errors.js';
 import { xmlEscape } from './xml.js';
-import { ErrorBodyCheck, ErrorBodyFound, MAX_REDIRECTS, REDIRECTS, readSome, redirectTarget, stripTags } from './download-body.js';
+import { ByteCount, ErrorBodyCheck, ErrorBodyFound, MAX_REDIRECTS, REDIRECTS, readSome, redirectTarget, stripTags, webPageError } from './download-body.js';
 import { redactBoincCredentials } from './redact.js';
 import { MAX_TIMED_OUT_ATTEMPTS, Retries, sleep, type RetryPolicy } from './retry.js';
 import { HttpClient, FileChangedError, HttpFailure, HttpTimeout, ReplyTooLarge, type DownloadReply } from './http.js';
@@ -309,11 +309,13 @@ export class Transport {
    * complete. A non-2xx status or a body starting `ERROR: ` leaves nothing behind. Only
    * transport failures are retried.
    */
-  download(rpc: string, url: string, destPath: string, signal?: AbortSignal, destIsTemp = false): Promise<{ bytes: number }> {
-    return this.repeat(rpc, signal, false, (e) => e.kind === 'transport', (progress) => this.downloadOnce(rpc, url, destPath, destIsTemp, signal, progress));
+  download(rpc: string, url: string, destPath: string, signal?: AbortSignal, destIsTemp = false, web?: WebLogin): Promise<{ bytes: number }> {
+    return this.repeat(rpc, signal, false, (e) => e.kind === 'transport', (progress) => this.downloadOnce(rpc, url, destPath, destIsTemp, signal, progress, web));
   }
 
-  private async downloadOnce(rpc: string, url: string, destPath: string, destIsTemp: boolean, signal: AbortSignal | undefined, progress: { bytes: number }): Promise<{ bytes: number }> {
+  private async downloadOnce(
+    rpc: string, url: string, destPath: string, destIsTemp: boolean, signal: AbortSignal | undefined, progress: { bytes: number }, web: WebLogin | undefined,
+  ): Promise<{ bytes: number }> {
     if (signal?.aborted) throw this.abortedError(rpc, signal, false);
     if (this.closed) throw new BoincRpcError(rpc, 'local', 'client closed');
     const started = Date.now();
@@ -323,11 +325,13 @@ export class Transport {
     // The URL carries the authenticator (auth_str): a redirect is followed only within its
     // origin, or the next request would hand the secret to whoever the redirect names.
     const origin = new URL(url).origin;
+    const script = new URL(url).pathname.replace(/^.*\//, '');
     let current = url;
-    let get = this.http.getStream(current, { idleMs: this.opts.timeoutMs, userAgent: USER_AGENT });
+    const headers = web ? { cookie: `auth=${web.authenticator}` } : undefined;
+    let get = this.http.getStream(current, { idleMs: this.opts.timeoutMs, userAgent: USER_AGENT, ...(headers ? { headers } : {}) });
     let response: DownloadReply | undefined;
     let out: fs.WriteStream | undefined;
-    let check: ErrorBodyCheck | undefined;
+    let check: ErrorBodyCheck | ByteCount | undefined;
     // Whether the file is ours to remove on failure (not when the exclusive create failed).
     let created = false;
     const onAbort = () => {
@@ -339,16 +343,33 @@ export class Transport {
     try {
       for (let hops = 0; ; hops++) {
         response = await get.response;
-        const to = REDIRECTS.has(response.statusCode ?? 0) ? redirectTarget(response.headers.location, current) : undefined;
+        // A web page's redirect (to login_form.php, when the cookie is not taken) is an answer.
+        const to = REDIRECTS.has(response.statusCode ?? 0) && !web ? redirectTarget(response.headers.location, current) : undefined;
         if (!to || to.origin !== origin || hops >= MAX_REDIRECTS) break;
         response.body.resume();
         current = to.href;
         get = this.http.getStream(current, { idleMs: this.opts.timeoutMs, userAgent: USER_AGENT });
       }
       const status = response.statusCode ?? 0;
+      if (web && status >= 300 && status < 400) {
+        response.body.resume();
+        this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} in ${Date.now() - started} ms`);
+        const to = redirectTarget(response.headers.location, current);
+        if (to && /(^|\/)login_form\.php$/.test(to.pathname)) {
+          throw new BoincRpcError(rpc, 'protocol', `HTTP ${status} to login_form.php: the project's web pages did not take the authenticator as a login`, { httpStatus: status, code: 'refused' });
+        }
+        throw new BoincRpcError(rpc, 'protocol', `HTTP ${status}: redirect${to ? ` to ${to.origin}${to.pathname}` : ''} not followed`, { httpStatus: status });
+      }
+      const declared = web && status >= 200 && status < 300 ? webFileLength(response.headers) : undefined;
+      if (declared !== undefined && typeof declared !== 'number') {
+        const text = await readSome(response.body, 64 * 1024).catch(() => '');
+        this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} page in ${Date.now() - started} ms`);
+        const e = declared === 'page' ? webPageError(text) : { message: `the project has no file ${declared.missing}`, code: 'no-such-file' as const };
+        throw new BoincRpcError(rpc, 'protocol', e.message, { httpStatus: status, ...(e.code ? { code: e.code } : {}) });
+      }
       if (status < 200 || status >= 300) {
         const text = await readSome(response.body, 64 * 1024).catch(() => '');
-        this.log(`boinc-rpc ${rpc} get_output.php HTTP ${status} in ${Date.now() - started} ms`);
+        this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} in ${Date.now() - started} ms`);
         const to = status >= 300 && status < 400 ? redirectTarget(response.headers.location, current) : undefined;
         // Only the target's origin: its path and query may carry the authenticator on.
         const detail = !to ? stripTags(text) : to.origin !== origin ? `redirect to ${to.origin} not followed (another origin; the download URL carries the authenticator)` : `more than ${MAX_REDIRECTS} redirects`;
@@ -356,20 +377,26 @@ export class Transport {
           httpStatus: status,
         });
       }
-      check = new ErrorBodyCheck();
+      // get_output.php answers its errors as text; a web page's file is whatever it holds.
+      check = web ? new ByteCount() : new ErrorBodyCheck();
       try {
         out = fs.createWriteStream(tmp, { flags: 'wx' });
         out.once('open', () => (created = true));
         await pipeline(response.body, check, out);
       } catch (err) {
         if (err instanceof ErrorBodyFound) {
-          this.log(`boinc-rpc ${rpc} get_output.php HTTP ${status} error body in ${Date.now() - started} ms`);
-          throw new BoincRpcError(rpc, 'protocol', err.message, { httpStatus: status });
+          this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} error body in ${Date.now() - started} ms`);
+          const gone = /^ERROR: no such file\b/.test(err.message);
+          throw new BoincRpcError(rpc, 'protocol', err.message, { httpStatus: status, ...(gone ? { code: 'no-such-file' as const } : {}) });
         }
         throw err;
       }
+      if (typeof declared === 'number' && check.bytes !== declared) {
+        // The connection ended early: whatever arrived is not the file.
+        throw new BoincRpcError(rpc, 'transport', `reply cut short: ${check.bytes} of ${declared} bytes`, { httpStatus: status });
+      }
       if (!destIsTemp) await fsp.rename(tmp, destPath);
-      this.log(`boinc-rpc ${rpc} get_output.php HTTP ${status} ${check.bytes} bytes in ${Date.now() - started} ms`);
+      this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} ${check.bytes} bytes in ${Date.now() - started} ms`);
       return { bytes: check.bytes };
     } catch (err) {
       progress.bytes = check?.bytes ?? 0;
@@ -399,6 +426,26 @@ export class Transport {
     this.closed = true;
     this.http.destroy();
   }
+}
+
+/** A download of BOINC's web pages (get_output3.php): logged in by the `auth` cookie, no redirect followed. */
+export interface WebLogin {
+  authenticator: string;
+}
+
+/**
+ * What a web page's answer is (docs/boinc-server.md, "get_output3.php"): do_download()
+ * sends a file with `Content-Disposition: attachment` and its size as Content-Length; the
+ * size of a file that is not there is PHP's `false`, printed as nothing. Anything without
+ * the attachment header is a page (error_page(), or PHP's complaints printed before the
+ * headers could be sent).
+ */
+function webFileLength(headers: Record<string, string | string[] | undefined>): number | 'page' | { missing: string } {
+  const disposition = String(headers['content-disposition'] ?? '');
+  if (!/\battachment\b/i.test(disposition)) return 'page';
+  const length = String(headers['content-length'] ?? '').trim();
+  if (/^\d+$/.test(length)) return Number(length);
+  return { missing: /filename=("?)([^";]*)\1/.exec(disposition)?.[2] ?? '(unnamed)' };
 }
 
 /** A URL to print: its user and password (Basic authorization) left out. */

@@ -176,6 +176,11 @@ export interface AppTemplates {
   inputOpenNames: string[];
   /** open_name of each output file_ref, in template order. */
   outputOpenNames: string[];
+  /**
+   * Per output, in the same order: its file_info says `<gzip_when_done/>` (the volunteer's
+   * client gzips it before upload); absent when none does.
+   */
+  outputGzip?: boolean[];
   /** The input template's `<rsc_memory_bound>` (bytes), when it sets one. */
   rscMemoryBound?: number;
 }
@@ -234,6 +239,24 @@ export interface FetchOutputRequest extends CallOptions {
   destIsTemp?: boolean;
 }
 
+/** An output kept by a batch-collect assimilator, by canonical result and output index (get_output3.php). */
+export interface CollectedFileRequest extends CallOptions {
+  /** The job's canonical result (query_completed_job's canonical_resultid, query_batch's canonical_instance_id). */
+  resultId: number;
+  /** Index of the output file in the app's output template. */
+  index: number;
+  /** Written complete or not at all, as FetchOutputRequest's. */
+  destPath: string;
+  destIsTemp?: boolean;
+}
+
+/** A batch's kept outputs as one zip (get_output3.php). */
+export interface BatchZipRequest extends CallOptions {
+  batchId: number;
+  destPath: string;
+  destIsTemp?: boolean;
+}
+
 export interface BoincRpc {
   ping(opts?: CallOptions): Promise<void>;
   createBatch(req: CreateBatchRequest): Promise<number>;
@@ -259,6 +282,10 @@ export interface BoincRpc {
   uploadBodySize(req: Omit<UploadSizeRequest, 'files'>): UploadBodySize;
   /** Streams output file fileNum of the job's canonical instance to destPath. */
   fetchOutputFile(req: FetchOutputRequest): Promise<{ bytes: number }>;
+  /** Streams an output a batch-collect assimilator kept (get_output3.php get_file) to destPath. */
+  fetchCollectedFile(req: CollectedFileRequest): Promise<{ bytes: number }>;
+  /** Streams the zip of a batch's kept outputs (get_output3.php get_batch_zip) to destPath. */
+  fetchBatchZip(req: BatchZipRequest): Promise<{ bytes: number }>;
   /** Releases keep-alive connections. */
   close(): void;
 }
