@@ -58,6 +58,7 @@ import { stageStderrAppend, withPathLock } from '../output/stderr.js';
 import { appStderr } from '../output/stderr-text.js';
 import { StderrAppendOnce } from '../output/stderr-once.js';
 import { SafeZip } from '../output/unzip.js';
+import { JobOutputs } from '../output/job-outputs.js';
 import { FETCH_OUTPUT_SYNOPSIS, parseFetchOutput, type FetchOutputRequest } from './fetch-output-args.js';
 
 export type { FetchOutputRequest };
@@ -104,7 +105,7 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRe
       const empty = req.specs.findIndex((sp) => sp.src.length === 0 || sp.dst.length === 0);
       if (empty >= 0) throw new Error(`file spec ${empty + 1} of job ${req.jobName} has an empty name`);
       // The iwd is looked at only when a write failed (one file-system call less a fetch).
-      const deliver = (t: AppTemplates) => deliverJob(services, rpc, req, job, hasCanonical, t, ctx).catch(async (err: unknown) => {
+      const deliver = (t: AppTemplates) => deliverJob(services, rpc, binding.project.url, req, job, hasCanonical, t, ctx).catch(async (err: unknown) => {
         const iwd = err instanceof WriteError ? await fsp.stat(req.iwd).catch(() => undefined) : undefined;
         if (err instanceof WriteError && !iwd?.isDirectory()) throw new WriteError(`iwd ${req.iwd} is not a directory`, { cause: err });
         throw err;
@@ -178,13 +179,14 @@ function mayMisfit(err: unknown, signal: AbortSignal): boolean {
 
 /** Places the job's outputs and stderr with these templates (nothing under a real name on failure). */
 async function deliverJob(
-  services: GahpServices, rpc: BoincRpc, req: FetchOutputRequest, job: CompletedJob, hasCanonical: boolean, templates: AppTemplates, ctx: HandlerContext,
+  services: GahpServices, rpc: BoincRpc, projectUrl: string, req: FetchOutputRequest, job: CompletedJob, hasCanonical: boolean, templates: AppTemplates, ctx: HandlerContext,
 ): Promise<void> {
   const staging = new Staging();
   const stderrPath = resolveUnder(req.iwd, req.stderrPath.length > 0 ? req.stderrPath : '/dev/null');
+  const outputs = new JobOutputs({ rpc, projectUrl, stateDir: services.config.stateDir, ledger: services.ledger, jobName: req.jobName, job, templates });
   try {
     // A failed job (error instance) has no output files to fetch: only its stderr.
-    if (hasCanonical) await stageOutputs(rpc, req, templates, staging, ctx.signal);
+    if (hasCanonical) await stageOutputs(outputs, req, templates, staging, ctx.signal);
     const stdoutPath = req.stdoutSpec && resolveUnder(req.iwd, req.stdoutSpec.dst);
     if (stdoutPath && !staging.destinations.includes(stdoutPath)) await writing(stdoutPath, () => staging.stageEmptyUnlessPresent(stdoutPath));
     await withPathLock(stderrPath, async () => {
@@ -198,6 +200,7 @@ async function deliverJob(
   } finally {
     await staging.cleanup();
   }
+  await outputs.placed();
   // Leftovers of a GAHP killed while fetching to the same places (the downloaded zip
   // archive's temp files too: the archive itself is no destination).
   const outs = templates.outputOpenNames;
@@ -251,7 +254,7 @@ async function checkDefaultDest(req: FetchOutputRequest, name: string, dest: str
   if (dir !== '.') makeDirsInside(req.iwd, dir, 'the output directory');
 }
 
-async function stageOutputs(rpc: BoincRpc, req: FetchOutputRequest, templates: AppTemplates, staging: Staging, signal: AbortSignal): Promise<void> {
+async function stageOutputs(source: JobOutputs, req: FetchOutputRequest, templates: AppTemplates, staging: Staging, signal: AbortSignal): Promise<void> {
   const outputs = templates.outputOpenNames;
   const zipped = outputs.length === 1 && outputs[0]!.toLowerCase().endsWith('.zip');
 
@@ -260,7 +263,7 @@ async function stageOutputs(rpc: BoincRpc, req: FetchOutputRequest, templates: A
     for (const [name, dests] of wanted) {
       for (const d of dests) await checkDefaultDest(req, name, d);
       const first = staging.reserve(dests[0]!);
-      await writing(dests[0]!, () => rpc.fetchOutputFile({ jobName: req.jobName, fileNum: outputs.indexOf(name), destPath: first, destIsTemp: true, signal }));
+      await writing(dests[0]!, () => source.fetch(outputs.indexOf(name), first, signal));
       staging.stage(first, dests[0]!);
       for (const d of dests.slice(1)) await writing(d, () => staging.stageCopy(first, d));
     }
@@ -271,7 +274,7 @@ async function stageOutputs(rpc: BoincRpc, req: FetchOutputRequest, templates: A
   const zipName = outputs[0]!;
   const zipDest = path.join(req.iwd, zipName.replace(/\//g, '_'));
   const zipTmp = staging.reserve(zipDest);
-  await writing(zipDest, () => rpc.fetchOutputFile({ jobName: req.jobName, fileNum: 0, destPath: zipTmp, destIsTemp: true, signal }));
+  await writing(zipDest, () => source.fetch(0, zipTmp, signal));
   const zip = await SafeZip.open(zipTmp);
   try {
     const isAvailable = (n: string) => n === zipName || zip.has(n);

@@ -1,6 +1,8 @@
 /**
  * BOINC_RETIRE_BATCH <reqid> <batch_name>: retire a batch (the server may then delete its
- * files and records). The ledger marks the batch retired.
+ * files and records). The ledger marks the batch retired; the batch's zip of collected
+ * outputs, if one is kept, goes (gahp/output/collected.ts: the server removes its batch
+ * directory at retirement, so no later fetch can need it).
  */
 import { ArgumentError, expectArgCount, type AsyncCommand } from '../protocol/commands.js';
 import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
@@ -31,6 +33,10 @@ export function retireBatchCommand(services: GahpServices): AsyncCommand<BoundRe
           ctx.log.error(`ledger: could not record the retirement of ${req.batchName}: ${(err as Error).message}`);
         }
       }
+      const { collectedStores } = await import('../output/collected.js');
+      await collectedStores(services.config.stateDir).zips.forget(project.url, req.batchName).catch((err: unknown) => {
+        ctx.log.warn(`could not remove the kept zip of batch ${req.batchName}: ${(err as Error).message}`);
+      });
       return ['NULL'];
     },
   };

@@ -1,0 +1,287 @@
+/**
+ * Outputs a project keeps outside the upload hierarchy: BOINC's batch-collect assimilator
+ * moves each output of a job's canonical result to `results/<batch id>/<job>__file_<open
+ * name>` when the job is assimilated, and `get_output3.php` serves it, per file or the whole
+ * batch as a zip (docs/boinc-server.md, "Batch-collect projects: get_output3.php").
+ *
+ * - OutputWays: which way an app's outputs are kept (`upload`: get_output.php; `collect`:
+ *   get_output3.php), learnt from the answers and remembered per project and app on disk
+ *   (`output-ways.json` in the state directory): the BLAHP scripts fetch in a new process
+ *   for each round, and a GAHP restarts, so a memory of the process alone would ask
+ *   get_output.php in vain again for every job of a collect app after each start.
+ * - CollectedZips: a batch's zip (get_batch_zip), fetched once for the jobs whose names
+ *   get_file refuses, kept in the state directory (`collected/`) until every job of the
+ *   batch that has outputs in it was placed, or the batch is retired (docs/storage.md,
+ *   "Batch-collect zips").
+ * - gunzipInPlace: a `<gzip_when_done/>` output is gzipped by the volunteer's client before
+ *   it is uploaded, so both pages serve gzip bytes: the job's file is what it wrote.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import type { BoincRpc } from '../../boinc-rpc/types.js';
+import { makeDirs } from '../dirs.js';
+import { isStaleTemp, replaceFile, withLockFile } from '../state-files.js';
+import { SafeZip } from './unzip.js';
+
+export type OutputWay = 'upload' | 'collect';
+
+/**
+ * BOINC's is_valid_filename() (html/inc/util_basic.inc): the job names get_output3.php's
+ * get_file accepts, and the names this GAHP gives its jobs. PHP's `\w` is `[A-Za-z0-9_]`.
+ */
+export function boincAcceptsName(name: string): boolean {
+  return name.length > 0 && name.length <= 255 && /^[\w\-. ]+$/.test(name);
+}
+
+/** The name of a kept output in the batch-collect directory (and its zip), without and with the `.gz` some assimilators add. */
+export function collectedNames(jobName: string, openName: string): [string, string] {
+  const name = `${jobName}__file_${openName}`;
+  return [name, `${name}.gz`];
+}
+
+/** Which way each app's outputs are kept, per project; on disk when there is a state directory. */
+export class OutputWays {
+  private ways: Map<string, OutputWay> | undefined;
+
+  constructor(private readonly file: string | undefined) {}
+
+  private read(): Map<string, OutputWay> {
+    const ways = new Map<string, OutputWay>();
+    if (!this.file) return ways;
+    try {
+      const doc = JSON.parse(fs.readFileSync(this.file, 'utf8')) as { ways?: Record<string, unknown> };
+      for (const [k, v] of Object.entries(doc.ways ?? {})) if (v === 'upload' || v === 'collect') ways.set(k, v);
+    } catch {
+      // None yet, or unreadable: every app is learnt again (one request more per app).
+    }
+    return ways;
+  }
+
+  get(projectUrl: string, app: string): OutputWay | undefined {
+    this.ways ??= this.read();
+    return this.ways.get(`${projectUrl}\n${app}`);
+  }
+
+  /** Remembers an app's way; written to disk (merged with what other processes wrote) when it changed. */
+  async learn(projectUrl: string, app: string, way: OutputWay): Promise<void> {
+    if (this.get(projectUrl, app) === way) return;
+    const key = `${projectUrl}\n${app}`;
+    this.ways!.set(key, way);
+    if (!this.file) return;
+    try {
+      const merged = this.read();
+      merged.set(key, way);
+      this.ways = merged;
+      await replaceFile(this.file, JSON.stringify({ v: 1, ways: Object.fromEntries(merged) }) + '\n');
+    } catch {
+      // Not remembered on disk: this process still knows it.
+    }
+  }
+}
+
+/** The batch a job's zip comes from. */
+export interface ZipBatch {
+  projectUrl: string;
+  name: string;
+  /** The server's batch id and job count (asked only when the zip must be fetched). */
+  resolve(): Promise<{ batchId: number; jobCount: number }>;
+}
+
+interface ZipSummary {
+  mtimeMs: number;
+  size: number;
+  /** Jobs with at least one kept output in the zip. */
+  withFiles: Set<string>;
+  /** Jobs the assimilator saw: outputs, `_error` or `_no_output_files`. */
+  seen: Set<string>;
+}
+
+interface ZipMeta {
+  projectUrl: string;
+  batchName: string;
+  batchId: number;
+  jobCount: number;
+  fetchedAt: number;
+}
+
+/** A job's entry names from a batch-collect file name: `<job>__file_<name>`, `<job>_error`, `<job>_no_output_files`. */
+function jobOfEntry(entry: string): { job: string; file: boolean } | undefined {
+  const f = entry.indexOf('__file_');
+  if (f > 0) return { job: entry.slice(0, f), file: true };
+  const m = /^(.+)_(error|errors|no_output_files)$/.exec(entry);
+  return m ? { job: m[1]!, file: false } : undefined;
+}
+
+/**
+ * The batches' zips kept on disk: one `<key>.zip` per project and batch (key: a hash of
+ * both), its `<key>.json` (batch id, job count, when fetched) and `<key>.placed` (the jobs
+ * whose outputs were put in place, a line each).
+ */
+export class CollectedZips {
+  /** Zips being fetched by this process, by key, and when each started. */
+  private readonly fetching = new Map<string, { startedAt: number; done: Promise<void> }>();
+  private readonly summaries = new Map<string, ZipSummary>();
+  private dirMade = false;
+
+  constructor(readonly dir: string) {}
+
+  private key(projectUrl: string, batchName: string): string {
+    return path.join(this.dir, createHash('sha256').update(`${projectUrl}\n${batchName}`).digest('hex').slice(0, 32));
+  }
+
+  private ensureDir(): void {
+    if (this.dirMade) return;
+    makeDirs(this.dir, 'the directory of kept batch zips');
+    this.dirMade = true;
+    // Temp files of processes killed while fetching.
+    for (const name of fs.readdirSync(this.dir)) if (isStaleTemp(name)) fs.rmSync(path.join(this.dir, name), { force: true });
+  }
+
+  /**
+   * The batch's zip holding the job (its outputs, or the assimilator's note that it has
+   * none), open: the kept one, else fetched (once per call, and shared with the calls of
+   * this process waiting for the same batch). Undefined when even a zip fetched now lacks
+   * the job. The caller closes it.
+   */
+  async openFor(rpc: BoincRpc, batch: ZipBatch, jobName: string, signal: AbortSignal): Promise<SafeZip | undefined> {
+    this.ensureDir();
+    const key = this.key(batch.projectUrl, batch.name);
+    const lookedAt = Date.now();
+    for (let fetched = false; ; fetched = true) {
+      const zip = await this.openKept(key);
+      if (zip && this.summary(key, zip).seen.has(jobName)) return zip;
+      zip?.close();
+      if (fetched) return undefined;
+      // A fetch of this process that began after this call looked is as good as its own.
+      const under = this.fetching.get(key);
+      if (under && under.startedAt >= lookedAt) {
+        await under.done;
+        continue;
+      }
+      const done = this.fetch(rpc, batch, key, signal);
+      const entry = { startedAt: Date.now(), done };
+      this.fetching.set(key, entry);
+      try {
+        await done;
+      } finally {
+        if (this.fetching.get(key) === entry) this.fetching.delete(key);
+      }
+    }
+  }
+
+  private async openKept(key: string): Promise<SafeZip | undefined> {
+    try {
+      return await SafeZip.open(`${key}.zip`);
+    } catch {
+      return undefined;
+    }
+  }
+
+  private summary(key: string, zip: SafeZip): ZipSummary {
+    const st = fs.statSync(`${key}.zip`, { throwIfNoEntry: false });
+    const kept = this.summaries.get(key);
+    if (kept && st && kept.mtimeMs === st.mtimeMs && kept.size === st.size) return kept;
+    const s: ZipSummary = { mtimeMs: st?.mtimeMs ?? 0, size: st?.size ?? 0, withFiles: new Set(), seen: new Set() };
+    for (const name of zip.files) {
+      const e = jobOfEntry(name);
+      if (!e) continue;
+      s.seen.add(e.job);
+      if (e.file) s.withFiles.add(e.job);
+    }
+    this.summaries.set(key, s);
+    return s;
+  }
+
+  /** get_batch_zip into a temp file beside the kept zip, renamed over it when complete. */
+  private async fetch(rpc: BoincRpc, batch: ZipBatch, key: string, signal: AbortSignal): Promise<void> {
+    const { batchId, jobCount } = await batch.resolve();
+    await withLockFile(`${key}.lock`, async () => {
+      const tmp = `${key}.zip.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+      try {
+        await rpc.fetchBatchZip({ batchId, destPath: tmp, destIsTemp: true, signal });
+        await fsp.rename(tmp, `${key}.zip`);
+      } finally {
+        await fsp.rm(tmp, { force: true });
+      }
+      const meta: ZipMeta = { projectUrl: batch.projectUrl, batchName: batch.name, batchId, jobCount, fetchedAt: Date.now() };
+      await replaceFile(`${key}.json`, JSON.stringify(meta) + '\n');
+    }, { timeoutMs: 10 * 60_000, signal });
+  }
+
+  /**
+   * The job's outputs are in place: noted; once every job of the batch was seen by the
+   * assimilator and each one with outputs in the zip was placed, the zip goes.
+   */
+  async placed(batch: { projectUrl: string; name: string }, jobName: string): Promise<void> {
+    const key = this.key(batch.projectUrl, batch.name);
+    if (!fs.existsSync(`${key}.zip`)) return;
+    await fsp.appendFile(`${key}.placed`, `${JSON.stringify(jobName)}\n`, { mode: 0o600 });
+    const zip = await this.openKept(key);
+    if (!zip) return;
+    let s: ZipSummary;
+    try {
+      s = this.summary(key, zip);
+    } finally {
+      zip.close();
+    }
+    let meta: ZipMeta | undefined;
+    try {
+      meta = JSON.parse(await fsp.readFile(`${key}.json`, 'utf8')) as ZipMeta;
+    } catch {
+      return;
+    }
+    if (s.seen.size < meta.jobCount) return;
+    const placed = new Set((await fsp.readFile(`${key}.placed`, 'utf8')).split('\n').filter((l) => l).map((l) => JSON.parse(l) as string));
+    for (const job of s.withFiles) if (!placed.has(job)) return;
+    await this.remove(key);
+  }
+
+  /** The batch was retired: its zip (if any) goes. */
+  async forget(projectUrl: string, batchName: string): Promise<void> {
+    await this.remove(this.key(projectUrl, batchName));
+  }
+
+  private async remove(key: string): Promise<void> {
+    this.summaries.delete(key);
+    for (const ext of ['.zip', '.json', '.placed']) await fsp.rm(`${key}${ext}`, { force: true }).catch(() => undefined);
+  }
+}
+
+/** Replaces a gzip file with what it holds (the file the job wrote); a file that is not gzip is left as it is. */
+export async function gunzipInPlace(file: string, signal: AbortSignal): Promise<void> {
+  const head = Buffer.alloc(2);
+  const fh = await fsp.open(file, 'r');
+  try {
+    await fh.read(head, 0, 2, 0);
+  } finally {
+    await fh.close();
+  }
+  if (head[0] !== 0x1f || head[1] !== 0x8b) return;
+  const out = `${file}.${process.pid}.${randomBytes(6).toString('hex')}.part`;
+  try {
+    await pipeline(fs.createReadStream(file), createGunzip(), fs.createWriteStream(out, { flags: 'wx', mode: 0o644 }), { signal });
+    await fsp.rename(out, file);
+  } catch (err) {
+    await fsp.rm(out, { force: true });
+    throw err;
+  }
+}
+
+/** The stores of one state directory (none: a private temp directory of this process, and ways in memory). */
+const stores = new Map<string, { ways: OutputWays; zips: CollectedZips }>();
+
+export function collectedStores(stateDir: string | undefined): { ways: OutputWays; zips: CollectedZips } {
+  const k = stateDir ?? '';
+  let s = stores.get(k);
+  if (!s) {
+    const zipDir = stateDir ? path.join(stateDir, 'collected') : path.join(os.tmpdir(), `boinc-gahp-collected-${process.pid}-${randomBytes(4).toString('hex')}`);
+    s = { ways: new OutputWays(stateDir ? path.join(stateDir, 'output-ways.json') : undefined), zips: new CollectedZips(zipDir) };
+    stores.set(k, s);
+  }
+  return s;
+}

@@ -1,0 +1,147 @@
+/**
+ * BOINC_FETCH_OUTPUT from a batch-collect project (docs/boinc-server.md, "Batch-collect
+ * projects: get_output3.php"), through bin/boinc-gahp against the test server with
+ * `daemons: 'collect'`: a few tenths of a second after a job is done its outputs leave the
+ * upload hierarchy (get_output.php: `ERROR: no such file`) for results/<batch id>/.
+ * - jobs whose names BOINC's check takes come from get_output3.php's get_file;
+ * - HTCondor 10.0's names (`condor#...#<cluster>.<proc>`) from the batch's zip, fetched once
+ *   for the batch, kept in the state directory until its jobs are placed;
+ * - the way is learnt per app: the next batch's fetches go to get_output3.php first;
+ * - a `<gzip_when_done/>` output arrives as the job wrote it, from either page.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { gunzipSync } from 'node:zlib';
+import { upperAscii } from '../../fixtures/apps.js';
+import { sampleApps, type TestApp } from '../../fixtures/test-server/index.js';
+import { batchName, esc, jobName, startEnv, type Env } from './helpers.js';
+import { submitLine } from '../submit/support.js';
+
+/** Like uppercase, its output `out.txt` marked `<gzip_when_done/>`: the client gzips it before uploading. */
+const gzipApp: TestApp = {
+  name: 'gzipped',
+  inputs: [{ openName: 'in' }],
+  outputs: [{ openName: 'out.txt', gzipWhenDone: true }],
+  run(ctx) {
+    return { kind: 'success', outputs: [upperAscii(ctx.inputs[0]!)], stderr: '', elapsedTime: 1, cpuTime: 1 };
+  },
+};
+
+/** Polls `cond` every 50 ms for up to 30 s. */
+async function until(cond: () => boolean, what: string): Promise<void> {
+  const end = Date.now() + 30_000;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe("BOINC_FETCH_OUTPUT on a batch-collect project (daemons 'collect')", () => {
+  let env: Env;
+  let input: string;
+  let dirs = 0;
+  let seq = 0;
+  beforeAll(async () => {
+    env = await startEnv({ daemons: 'collect', deleteAfterDoneSeconds: 0.3, apps: [...sampleApps, gzipApp] });
+    input = path.join(env.dir, 'data.txt');
+    fs.writeFileSync(input, 'collected\n');
+  });
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  const calls = (rpc: string) => env.server.rpcLog().filter((e) => e.rpc === rpc).length;
+  const zipsKept = () => (fs.existsSync(path.join(env.stateDir, 'collected')) ? fs.readdirSync(path.join(env.stateDir, 'collected')).filter((n) => n.endsWith('.zip')) : []);
+
+  /** Submits n jobs of `app` through the GAHP (its ledger knows them), runs them, waits until the assimilator moved them. */
+  async function submitCollected(app: string, batch: string, names: string[]): Promise<void> {
+    const jobs = names.map((name) => ({ name, inputs: [[input, 'in']] as Array<[string, string]> }));
+    expect(await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, app, jobs)}`, 60_000)).toEqual(['NULL']);
+    env.server.advanceAll(batch);
+    await env.server.settled();
+    const id = env.server.batches().find((b) => b.name === batch)!.id;
+    const dir = path.join(env.server.dataDir, 'results', String(id));
+    await until(() => names.every((n) => fs.existsSync(dir) && fs.readdirSync(dir).some((f) => f.startsWith(`${n}__file_`))), 'the assimilator');
+  }
+
+  /** Fetches the jobs all at once (ALL mode), each into a new directory; returns the directories. */
+  async function fetchAll(names: string[]): Promise<string[]> {
+    const iwds = names.map(() => {
+      const d = path.join(env.dir, `iwd${dirs++}`);
+      fs.mkdirSync(d);
+      return d;
+    });
+    const ids = names.map((name, i) => {
+      const id = env.gahp.reqId();
+      env.gahp.send(`BOINC_FETCH_OUTPUT ${id} ${esc(name)} ${esc(iwds[i]!)} job.err ALL 0`);
+      return id;
+    });
+    for (let i = 0; i < ids.length; i++) expect(await env.gahp.readReply()).toBe('S');
+    for (const id of ids) expect((await env.gahp.waitResult(id, 60_000)).slice(0, 2)).toEqual(['NULL', '0']);
+    return iwds;
+  }
+
+  test("HTCondor 10.0's job names: every output from the batch's zip, fetched once for the batch, removed once all are placed", async () => {
+    const batch = batchName('uppercase');
+    const names = Array.from({ length: 5 }, (_, i) => jobName(batch, 123, i));
+    await submitCollected('uppercase', batch, names);
+    env.server.clearRpcLog();
+    const iwds = await fetchAll(names);
+    for (const d of iwds) expect(fs.readFileSync(path.join(d, 'out'), 'latin1')).toBe('COLLECTED\n');
+    expect({ get_batch_zip: calls('get_batch_zip'), get_file: calls('get_file') }).toEqual({ get_batch_zip: 1, get_file: 0 });
+    expect(zipsKept()).toEqual([]);
+  }, 120_000);
+
+  test('names BOINC accepts: get_file per output, no zip; the next batch of the app goes straight to get_output3.php', async () => {
+    const b1 = `gahp_collect_${process.pid}_${seq++}`;
+    const n1 = Array.from({ length: 3 }, (_, i) => `${b1}_${i}`);
+    await submitCollected('uppercase', b1, n1);
+    env.server.clearRpcLog();
+    for (const d of await fetchAll(n1)) expect(fs.readFileSync(path.join(d, 'out'), 'latin1')).toBe('COLLECTED\n');
+    expect({ get_file: calls('get_file'), get_batch_zip: calls('get_batch_zip') }).toEqual({ get_file: 3, get_batch_zip: 0 });
+    expect(fs.readFileSync(path.join(env.stateDir, 'output-ways.json'), 'utf8')).toContain('"collect"');
+
+    // Learnt: a new GAHP (the memory is on disk) asks get_output.php nothing for this app.
+    await env.restart();
+    const b2 = `gahp_collect_${process.pid}_${seq++}`;
+    const n2 = Array.from({ length: 3 }, (_, i) => `${b2}_${i}`);
+    await submitCollected('uppercase', b2, n2);
+    env.server.clearRpcLog();
+    for (const d of await fetchAll(n2)) expect(fs.readFileSync(path.join(d, 'out'), 'latin1')).toBe('COLLECTED\n');
+    expect({ workunit_file: calls('workunit_file'), get_file: calls('get_file') }).toEqual({ workunit_file: 0, get_file: 3 });
+  }, 120_000);
+
+  test('a gzip_when_done output arrives as the job wrote it (the assimilator kept the gzip bytes; get_file looks for .gz, the zip has it)', async () => {
+    const batch = `gahp_gz_${process.pid}_${seq++}`;
+    const names = [`${batch}_0`, `${batch}_1`];
+    await submitCollected('gzipped', batch, names);
+    const id = env.server.batches().find((b) => b.name === batch)!.id;
+    const kept = fs.readFileSync(path.join(env.server.dataDir, 'results', String(id), `${names[0]}__file_out.txt`));
+    expect(gunzipSync(kept).toString('latin1')).toBe('COLLECTED\n');
+    for (const d of await fetchAll(names)) expect(fs.readFileSync(path.join(d, 'out.txt'), 'latin1')).toBe('COLLECTED\n');
+  }, 120_000);
+});
+
+describe("BOINC_FETCH_OUTPUT of a gzip_when_done output from the upload hierarchy (daemons 'none')", () => {
+  let env: Env;
+  beforeAll(async () => {
+    env = await startEnv({ apps: [...sampleApps, gzipApp] });
+  });
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  test('get_output.php serves the gzip the client uploaded: the file is unpacked', async () => {
+    const input = path.join(env.dir, 'data.txt');
+    fs.writeFileSync(input, 'uploaded gz\n');
+    const batch = batchName('gzipped');
+    const name = jobName(batch, 9, 0);
+    expect(await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'gzipped', [{ name, inputs: [[input, 'in']] }])}`, 60_000)).toEqual(['NULL']);
+    env.server.advanceAll(batch);
+    await env.server.settled();
+    const iwd = path.join(env.dir, 'iwd');
+    fs.mkdirSync(iwd);
+    expect((await env.gahp.call(`BOINC_FETCH_OUTPUT ${esc(name)} ${esc(iwd)} job.err ALL 0`, 60_000)).slice(0, 2)).toEqual(['NULL', '0']);
+    expect(fs.readFileSync(path.join(iwd, 'out.txt'), 'latin1')).toBe('UPLOADED GZ\n');
+  }, 60_000);
+});
