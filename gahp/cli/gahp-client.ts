@@ -34,11 +34,19 @@ export class GahpResultError extends Error {
    * after the first `no batch named `. Undefined for every other error.
    */
   readonly missingBatch: string | undefined;
+  /**
+   * Whether the server refused the account: BOINC's `bad authenticator` (docs/boinc-server.md),
+   * an answer that does not change until the authenticator does.
+   */
+  readonly accountRefused: boolean;
   constructor(readonly command: string, message: string) {
     super(message);
     this.missingBatch = missingBatchOf(message);
+    this.accountRefused = message.includes(BAD_AUTHENTICATOR);
   }
 }
+
+const BAD_AUTHENTICATOR = 'bad authenticator';
 
 const NO_BATCH_NAMED = 'no batch named ';
 

@@ -116,15 +116,21 @@ export function invokedAs(): string {
 /**
  * A command line for the user to run: this program with the options that decide which state
  * directory and which project it uses (without them it would act on another state, e.g.
- * submit a resumed file again), then `words`; every word quoted for the shell.
+ * submit a resumed file again), then `words`; every word quoted for the shell. With `cd`,
+ * the command changes to that directory first (the program and the options' files named
+ * by absolute paths, so that they are found from there).
  */
-export function commandToRun(g: GlobalOptions, words: string[]): string {
+export function commandToRun(g: GlobalOptions, words: string[], o: { cd?: string } = {}): string {
+  const abs = (p: string) => (o.cd !== undefined ? path.resolve(p) : p);
   const where = [
-    ...(g.stateDir !== undefined ? ['--state-dir', g.stateDir] : []),
+    ...(g.stateDir !== undefined ? ['--state-dir', abs(g.stateDir)] : []),
     ...(g.projectUrl !== undefined ? ['--project-url', g.projectUrl] : []),
-    ...(g.authenticatorFile !== undefined ? ['--authenticator-file', g.authenticatorFile] : []),
+    ...(g.authenticatorFile !== undefined ? ['--authenticator-file', abs(g.authenticatorFile)] : []),
   ];
-  return [invokedAs(), ...where, ...words].map(shellWord).join(' ');
+  const self = invokedAs();
+  const program = o.cd !== undefined && self.includes(path.sep) ? path.resolve(self) : self;
+  const command = [program, ...where, ...words].map(shellWord).join(' ');
+  return o.cd !== undefined ? `cd ${shellWord(o.cd)} && ${command}` : command;
 }
 
 /**

@@ -125,9 +125,10 @@ export async function runCommandLine(
     .option('--json', 'machine-readable output')
     .option('--all', 'include retired batches')
     .option('--server', 'ask the server for the job counts of each batch not retired')
+    .argument('[cluster]', "only this cluster (its id) and its batches, retired ones too", positiveInt('cluster'))
     .option('--account', "instead: every batch the account has on the server (query_batches: all but retired ones), its state and counts, and its cluster and submit file if this machine knows it")
-    .action(async (o: { json?: boolean; all?: boolean; server?: boolean; account?: boolean }, cmd: Command) => {
-      code = await statusCmd(globals(cmd), o);
+    .action(async (cluster: number | undefined, o: { json?: boolean; all?: boolean; server?: boolean; account?: boolean }, cmd: Command) => {
+      code = await statusCmd(globals(cmd), o, cluster);
     });
 
   program
@@ -188,13 +189,16 @@ export async function runCommandLine(
   program
     .command('submit')
     .description('submit an HTCondor submit description to BOINC through the GAHP, wait, and fetch outputs as HTCondor would; on a terminal, progress bars show the hashing and uploading of the inputs')
-    .argument('<submit_file>', 'HTCondor submit description (universe = grid, grid_resource = boinc <url>)')
+    .argument('[submit_file]', 'HTCondor submit description (universe = grid, grid_resource = boinc <url>); running it again resumes the cluster its jobs match')
+    .option('--cluster <id>', 'resume this cluster by its id instead (status lists them): its jobs as they were submitted, whatever became of the file since', positiveInt('--cluster'))
     .option('--no-wait', 'return once the jobs are submitted')
-    .option('--new', 'submit again as a new cluster (default: re-running the same file resumes it)')
+    .option('--new', 'submit the file as a new cluster even when one of its clusters matches it (the older ones stay: --cluster <id> finishes each)')
+    .option('--resubmit-vanished', 'submit again the unfinished jobs of batches that vanished from the server before their lease ended (without it they are only reported)')
+    .option('--rerun-failed', "run just the failed jobs of a finished cluster (the file's, or --cluster <id>) again, as a new cluster; their outputs go where the first run's would have")
     .option('--poll <seconds>', 'seconds between status queries', positiveNumber('--poll'), 10)
     .option('--timeout <seconds>', 'give up waiting after this long (exit 1)', positiveNumber('--timeout'))
     .option('--spawn', 'run the GAHP as a child process (bin/boinc-gahp) instead of in-process; no hashing and upload progress bars then (those need the in-process GAHP: a child GAHP speaks only the protocol)')
-    .action(async (file: string, o: { wait: boolean; new?: boolean; poll: number; timeout?: number; spawn?: boolean }, cmd: Command) => {
+    .action(async (file: string | undefined, o: { wait: boolean; new?: boolean; cluster?: number; resubmitVanished?: boolean; rerunFailed?: boolean; poll: number; timeout?: number; spawn?: boolean }, cmd: Command) => {
       const { submitCmd } = await import('./submit.js');
       code = await submitCmd(globals(cmd), file, o);
     });

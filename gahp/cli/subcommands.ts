@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
 import { checkProjectUrl, CLI_SETTING, defaultStateDir, noAuthenticatorFile, readAuthenticatorFile, UsageError } from '../settings.js';
-import { cliRpcClient, EXIT_FAILED, EXIT_OK, networkSettings, runOptions, type GlobalOptions } from './options.js';
+import { cliRpcClient, commandToRun, EXIT_FAILED, EXIT_OK, networkSettings, runOptions, type GlobalOptions } from './options.js';
 import { describeNetwork } from '../../boinc-rpc/network.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';
 import type { LedgerBatch } from '../ledger/types.js';
@@ -313,8 +313,11 @@ function describeLease(s: BatchSummary): string {
 /** What `submit` knows of a cluster, as `status` shows it. */
 function clusterState(rec: SubmitRecord): string {
   if (rec.cancelled) return 'cancelled';
-  if (unfinished(rec)) return 'not finished';
-  if (rec.submitted.length) return 'finished';
+  if (vanishedBatches(rec).length) return 'not finished: a batch vanished from the server';
+  const failed = Object.keys(rec.failed).length;
+  const failures = failed ? `, ${failed} job${failed === 1 ? '' : 's'} failed` : '';
+  if (unfinished(rec)) return `not finished${failures}`;
+  if (rec.submitted.length) return `finished${failures}`;
   return Object.keys(rec.submitErrors ?? {}).length ? 'submit failed' : 'nothing submitted';
 }
 
@@ -324,22 +327,61 @@ function clusterState(rec: SubmitRecord): string {
  * (BOINC_QUERY_BATCHES, per project: its URL from the ledger, the account from the options
  * or the cluster's record).
  */
-export async function statusCmd(g: GlobalOptions, o: StatusOptions): Promise<number> {
+/** The batches of a cluster that vanished from the server and were not submitted again. */
+function vanishedBatches(rec: SubmitRecord): string[] {
+  return (rec.vanished ?? []).filter((b) => !rec.retired.includes(b));
+}
+
+/** The command that takes a cluster further (finishes it, or submits its vanished jobs again), if any. */
+function clusterNext(g: GlobalOptions, rec: SubmitRecord): string | undefined {
+  if (rec.cancelled) return undefined;
+  const cmd = (extra: string[]) => commandToRun(g, ['submit', '--cluster', String(rec.cluster), ...extra]);
+  if (vanishedBatches(rec).length) return `to submit its vanished jobs again, run: ${cmd(['--resubmit-vanished'])}; or give them up: ${commandToRun(g, ['cancel', String(rec.cluster)])}`;
+  if (unfinished(rec)) return `to finish it, run: ${cmd([])}`;
+  return undefined;
+}
+
+/** A cluster as `status --json` gives it. */
+function clusterJson(g: GlobalOptions, rec: SubmitRecord, store: SubmitStore): Record<string, unknown> {
+  const jobs = store.loadJobs(rec.cluster)?.procs.length;
+  return {
+    cluster: rec.cluster,
+    submitFile: rec.submitFile,
+    ...(rec.cwd !== undefined ? { cwd: rec.cwd } : {}),
+    project: rec.projectUrl,
+    state: clusterState(rec),
+    batches: Object.values(rec.batches),
+    fetched: rec.fetched.length,
+    failed: Object.keys(rec.failed).length,
+    ...(jobs !== undefined ? { jobs } : {}),
+    ...(vanishedBatches(rec).length ? { vanished: vanishedBatches(rec) } : {}),
+    ...(clusterNext(g, rec) !== undefined ? { next: clusterNext(g, rec) } : {}),
+  };
+}
+
+export async function statusCmd(g: GlobalOptions, o: StatusOptions, cluster?: number): Promise<number> {
   const stateDir = g.stateDir ?? defaultStateDir();
   if (o.account) return accountBatches(g, stateDir, o);
   if (!fs.existsSync(stateDir)) {
-    if (o.json) process.stdout.write('[]\n');
+    if (cluster !== undefined) throw new UsageError(`no cluster ${cluster}: no state directory at ${stateDir}`);
+    if (o.json) process.stdout.write(JSON.stringify({ clusters: [], batches: [] }) + '\n');
     else process.stdout.write(`no state directory at ${stateDir}: nothing submitted from here yet\n`);
     return EXIT_OK;
   }
   const ledger = JournalLedger.readOnly(stateDir);
-  const clusters = new SubmitStore(stateDir).all();
+  const store = new SubmitStore(stateDir);
+  let clusters = store.all();
+  if (cluster !== undefined) {
+    clusters = clusters.filter((c) => c.cluster === cluster);
+    if (clusters.length === 0) throw new UsageError(`no cluster ${cluster} in the state directory ${stateDir}`);
+  }
   const clusterOf = new Map<string, SubmitRecord>();
   for (const rec of clusters) for (const b of Object.values(rec.batches)) clusterOf.set(b, rec);
   let batches = ledger.list(g.projectUrl ? (g.projectUrl.endsWith('/') ? g.projectUrl : g.projectUrl + '/') : undefined);
   // A batch whose BOINC_SUBMIT failed was withdrawn (retired): shown while its cluster's record keeps the error.
   const failedSubmit = (batch: string) => clusterOf.get(batch)?.submitErrors?.[batch] !== undefined;
-  if (!o.all) batches = batches.filter((b) => b.state !== 'retired' || failedSubmit(b.name));
+  if (cluster !== undefined) batches = batches.filter((b) => clusterOf.get(b.name)?.cluster === cluster);
+  else if (!o.all) batches = batches.filter((b) => b.state !== 'retired' || failedSubmit(b.name));
   const rows: Array<BatchSummary & { cluster?: number; submitFile?: string; clusterState?: string; submitError?: string; server?: Record<string, number> | string }> = summarize(batches);
   for (const r of rows) {
     const rec = clusterOf.get(r.batch);
@@ -360,12 +402,14 @@ export async function statusCmd(g: GlobalOptions, o: StatusOptions): Promise<num
     }
   }
   if (o.json) {
-    process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
+    process.stdout.write(JSON.stringify({ clusters: clusters.map((c) => clusterJson(g, c, store)), batches: rows }, null, 2) + '\n');
     return code;
   }
   for (const rec of clusters) {
     const shown = new Set(Object.values(rec.batches)).size;
     process.stdout.write(`cluster ${rec.cluster} of ${rec.submitFile}: ${clusterState(rec)} (${shown} batch${shown === 1 ? '' : 'es'})\n`);
+    const next = clusterNext(g, rec);
+    if (next !== undefined) process.stdout.write(`  ${next}\n`);
   }
   if (rows.length === 0) {
     process.stdout.write(`no ${o.all ? '' : 'active '}batches in ${stateDir}${o.all ? '' : ' (--all shows retired ones too)'}\n`);

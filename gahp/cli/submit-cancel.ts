@@ -12,7 +12,7 @@ import * as path from 'node:path';
 import { GahpResultError } from './gahp-client.js';
 import { EXIT_FAILED, EXIT_OK, type GlobalOptions } from './options.js';
 import { openGahp, projectFrom } from './subcommands.js';
-import { SubmitStore, type SubmitRecord } from './submit-state.js';
+import { open, SubmitStore, type SubmitRecord } from './submit-state.js';
 import { defaultStateDir, UsageError } from '../settings.js';
 import { asLines } from '../protocol/messages.js';
 
@@ -33,15 +33,23 @@ export async function cancelCmd(g: GlobalOptions, which: string): Promise<number
   const store = new SubmitStore(stateDir);
   const rec = findCluster(store, which, stateDir);
   const name = `cluster ${rec.cluster} (${rec.submitFile})`;
-  if (rec.cancelled) {
+  const live = rec.submitted.filter((b) => !rec.retired.includes(b));
+  if (rec.cancelled && live.length === 0) {
     process.stdout.write(`${name} was cancelled already\n`);
+    return EXIT_OK;
+  }
+  if (!rec.cancelled && rec.submitted.length > 0 && !open(rec)) {
+    // Every batch retired, every output fetched or its job failed: nothing left to give up.
+    process.stdout.write(`${name} is complete (its batches are retired): nothing to cancel\n`);
     return EXIT_OK;
   }
   const client = await openGahp({ ...g, stateDir }, projectOfCluster(g, rec));
   try {
     let aborted = 0;
     let unfetched = 0;
-    const live = rec.submitted.filter((b) => !rec.retired.includes(b));
+    // Recorded first: a submit waiting on the cluster sees its jobs aborted as cancelled, not as failed.
+    rec.cancelled = true;
+    await store.save(rec);
     for (const batch of live) {
       const jobs: Array<[string, string]> = [];
       try {
@@ -62,7 +70,6 @@ export async function cancelCmd(g: GlobalOptions, which: string): Promise<number
       await client.call('BOINC_RETIRE_BATCH', [batch]);
       rec.retired.push(batch);
     }
-    rec.cancelled = true;
     await store.save(rec);
     const lost = unfetched ? `; the outputs of ${unfetched} finished job${unfetched === 1 ? '' : 's'}, never fetched, are given up` : '';
     process.stdout.write(`cancelled ${name}: ${aborted} unfinished job${aborted === 1 ? '' : 's'} aborted, ` +

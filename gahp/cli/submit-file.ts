@@ -68,7 +68,8 @@ export interface ParseOptions {
   file: string;
   /** condor_submit's working directory: default iwd, base of relative initialdir and `queue from` files. */
   cwd: string;
-  cluster: number;
+  /** What `$(Cluster)` expands to: the cluster id, or a placeholder (a digest of the jobs that does not depend on it). */
+  cluster: number | string;
   env?: NodeJS.ProcessEnv;
 }
 

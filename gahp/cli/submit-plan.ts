@@ -14,7 +14,7 @@ import { commandToRun, type GlobalOptions } from './options.js';
 import { CLI_SETTING, defaultStateDir, UsageError } from '../settings.js';
 import { unusableStateDir } from '../state-dir.js';
 import { projectFrom } from './subcommands.js';
-import { SubmitStore, unfinished, type SubmitRecord } from './submit-state.js';
+import { open, SubmitStore, unfinished, type SubmitRecord } from './submit-state.js';
 import { argumentProblem } from '../staging/validate.js';
 import { uploadLimitProblem } from '../staging/upload.js';
 import { PHP_DEFAULT_UPLOAD_LIMITS } from '../../boinc-rpc/upload-limits.js';
@@ -57,12 +57,16 @@ export interface SubmitPlan {
   /** The submit file as named on the command line (for messages). */
   file: string;
   stateDir: string;
-  project: { url: string; authenticator: string };
+  project: { url: string; authenticator: string; authenticatorFile: string };
   store: SubmitStore;
   rec: SubmitRecord;
   procsByApp: Map<string, SubmitProc[]>;
   /** Job name -> its proc, every job of the file. */
   procByJob: Map<string, SubmitProc>;
+  /** Named by its id (`submit --cluster N`), not by its file. */
+  byId: boolean;
+  /** The file's other clusters not finished: said with the command that finishes each. */
+  others: SubmitRecord[];
 }
 
 /** Checks of the caller's, made before a cluster id is taken for jobs still to submit. */
@@ -70,23 +74,34 @@ export interface PlanChecks {
   /** E.g. whether the options suit this project (the poll interval, submit.ts). */
   project?: (url: string) => void;
   /** E.g. asking the project whether the apps make the outputs named (submit.ts). */
-  beforeSubmitting?: (desc: SubmitDescription, project: { url: string; authenticator: string }) => Promise<void>;
+  beforeSubmitting?: (desc: SubmitDescription, project: { url: string; authenticator: string }, file: string) => Promise<void>;
+}
+
+/** What `submit` is asked to run: a submit file, or a cluster by its id (`--cluster N`). */
+export interface SubmitTarget {
+  file?: string;
+  cluster?: number;
+  /** `--new`: a new cluster even when one of the file's matches. */
+  fresh: boolean;
+  /** `--rerun-failed`: a new cluster of the failed jobs of the (finished) cluster named. */
+  rerunFailed?: boolean;
+  /** Only an existing cluster of the file: none matching is an error, not a new cluster. */
+  existing?: boolean;
 }
 
 /**
- * Reads and checks the submit file, picks its project, and takes its cluster id (or finds
- * the one an earlier run took). Nothing is sent anywhere but by `checks`.
+ * What `$(Cluster)` expands to for the jobs digest: the digest must not depend on the
+ * cluster's own id, or a file using `$(Cluster)` would never match the cluster it made.
  */
-export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean, checks: PlanChecks = {}): Promise<SubmitPlan> {
+const CLUSTER_PLACEHOLDER = '\u0000Cluster\u0000';
+
+/**
+ * Reads and checks the submit file (or the jobs kept for the cluster named), picks its
+ * project, and takes its cluster id (or finds the one an earlier run took). Nothing is sent
+ * anywhere but by `checks`.
+ */
+export async function planSubmit(g: GlobalOptions, target: SubmitTarget, checks: PlanChecks = {}): Promise<SubmitPlan> {
   const stateDir = g.stateDir ?? defaultStateDir();
-  const abs = path.resolve(file);
-  let text: string;
-  try {
-    text = fs.readFileSync(abs, 'utf8');
-  } catch (err) {
-    throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
-  const key = createHash('sha256').update(abs).update('\0').update(text).digest('hex').slice(0, 32);
   const store = new SubmitStore(stateDir);
   // submit's own records have no fallback (docs/storage.md, "Making directories"): they are
   // what makes a re-run resume, so an unusable state directory is a configuration error.
@@ -94,63 +109,232 @@ export async function planSubmit(g: GlobalOptions, file: string, fresh: boolean,
   if (why !== undefined) {
     throw new UsageError(`the state directory ${stateDir} cannot be used: ${why}; give --state-dir (or BOINC_GAHP_STATE_DIR) a directory this user can create and write`);
   }
-  const latest = fresh ? undefined : store.latestFor(abs);
+  if (target.rerunFailed) return planRerun(g, stateDir, store, target, checks);
+  if (target.cluster !== undefined) return planCluster(g, stateDir, store, target.cluster, checks);
+  const file = target.file!;
+  const fresh = target.fresh;
+  const abs = path.resolve(file);
+  const text = readSubmitFile(abs, file);
+  const key = createHash('sha256').update(abs).update('\0').update(text).digest('hex').slice(0, 32);
+  const here = process.cwd();
+  const matches = jobsMatcher(text, file, key, here);
+  /** The cluster of the file this run resumes: its newest unfinished one whose jobs the file makes, else its newest when that one matches (complete or cancelled: said so). */
+  const resumed = (recs: SubmitRecord[]): SubmitRecord | undefined =>
+    recs.find((r) => open(r) && matches(r)) ?? (recs[0] !== undefined && matches(recs[0]) ? recs[0] : undefined);
+  const ofFile = store.forFile(abs);
+  const known = fresh ? undefined : resumed(ofFile);
+  const cwd = known?.cwd ?? here;
   // Parse with the cluster id this file has (or would get) before taking one for good:
   // a broken file must not use up cluster ids.
-  const tentativeCluster = latest?.cluster ?? store.nextCluster;
-  let desc = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster: tentativeCluster });
+  const tentativeCluster = known?.cluster ?? store.nextCluster;
+  let desc = parseSubmitDescription(text, { file, cwd, cluster: tentativeCluster });
   for (const note of desc.notes) process.stderr.write(`note: ${note}\n`);
   if (desc.procs.length === 0) throw new SubmitFileError(file, 1, 'the queue statements make no jobs');
   checkArguments(file, desc);
-  // The same text, or an edit that changes no job (a comment, a blank line): the same cluster.
-  const digest = jobsDigest(desc);
-  const resumes = (r: SubmitRecord) => r.jobsDigest === digest || (r.jobsDigest === undefined && r.key === key);
-  const known = latest && resumes(latest) ? latest : undefined;
-  if (latest && !known && unfinished(latest)) {
+  const pending = ofFile.filter((r) => r !== known && unfinished(r));
+  if (!known && !fresh && pending.length > 0) {
+    const latest = pending[0]!;
     throw new UsageError(`${file} changed since cluster ${latest.cluster} was submitted from it, and its jobs are not finished: ` +
+      `to finish cluster ${latest.cluster} first, run: ${commandToRun(g, ['submit', '--cluster', String(latest.cluster)])}; ` +
       `to submit the changed file as a new cluster beside it, run: ${commandToRun(g, ['submit', file, '--new'])}; ` +
-      `or cancel cluster ${latest.cluster} first (its jobs aborted, its results given up): ${commandToRun(g, ['cancel', String(latest.cluster)])}`);
+      `or cancel cluster ${latest.cluster} (its jobs aborted, its results given up): ${commandToRun(g, ['cancel', String(latest.cluster)])}`);
   }
+  if (target.existing && !known) throw new UsageError(`no cluster submitted from ${file} makes the jobs it makes now (boinc-gahp status lists the clusters)`);
   const project = projectOfFile(g, file, desc);
   checks.project?.(project.url);
-  try {
-    checkJobFiles(file, desc, g.uploadMaxFilesize ?? PHP_DEFAULT_UPLOAD_LIMITS.uploadMaxFilesize);
-  } catch (err) {
-    // A resumed cluster's results wait on the server: say so, or a person may give them up.
-    if (!(err instanceof SubmitFileError) || !known?.submitted.length) throw err;
-    throw new SubmitFileError(file, err.line, `${err.detail}; the cluster's results stay on the server until fetched: fix this and run the same command again`);
-  }
+  checkFilesOf(file, desc, g, known);
 
   const toSubmit = !known || Object.values(known.batches).some((b) => !known.submitted.includes(b) && !known.retired.includes(b));
-  if (toSubmit) await checks.beforeSubmitting?.(desc, project);
+  if (toSubmit) await checks.beforeSubmitting?.(desc, project, file);
 
-  const rec = known ?? (await store.take(abs, fresh, resumes, (cluster, createdAt) => {
+  let made = false;
+  const rec = await store.take(abs, (recs) => (fresh ? undefined : resumed(recs)), (cluster, createdAt) => {
+    made = true;
     const batches: Record<string, string> = {};
     for (const p of desc.procs) batches[p.app] ??= batchName(stateDir, p.app, createdAt);
     return {
-      key, jobsDigest: digest, submitFile: abs, projectUrl: project.url, authenticatorFile: project.authenticatorFile,
+      key, jobsDigest: matches.digestAt(here) ?? jobsDigest(desc), submitFile: abs, cwd: here,
+      projectUrl: project.url, authenticatorFile: project.authenticatorFile,
       cluster, createdAt, batches, submitted: [], retired: [], fetched: [], failed: {}, leaseUntil: {},
     };
-  }));
-  rec.jobsDigest ??= digest;
+  });
+  if (rec.cluster !== tentativeCluster || (rec.cwd ?? here) !== cwd) {
+    // Another submit took the cluster id we parsed with: expand $(Cluster) again.
+    desc = parseSubmitDescription(text, { file, cwd: rec.cwd ?? here, cluster: rec.cluster });
+  }
+  if (rec.cwd === undefined) {
+    // A record of an earlier version, matched as it matched then: kept from now on as this version keeps its own.
+    rec.cwd = here;
+    rec.jobsDigest = matches.digestAt(here) ?? rec.jobsDigest;
+  }
   rec.projectUrl ??= project.url;
   rec.authenticatorFile ??= project.authenticatorFile;
-  if (rec.cluster !== tentativeCluster) {
-    // Another submit took the cluster id we parsed with: expand $(Cluster) again.
-    desc = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster: rec.cluster });
+  if (made || store.loadJobs(rec.cluster) === undefined) await store.saveJobs(rec.cluster, { cwd: rec.cwd, procs: desc.procs });
+  if (made) startErrorFiles(file, desc.procs);
+  if (rec.cwd !== here) {
+    process.stderr.write(`note: relative paths in ${file} are read from ${rec.cwd}, where cluster ${rec.cluster} was submitted\n`);
   }
+  return finishPlan({ file, stateDir, project, store, rec, procs: desc.procs, byId: false, others: pending.filter((r) => r !== rec) });
+}
 
-  await renameFailedBatches(rec, stateDir, store);
+/** `submit --cluster N`: the cluster's jobs as kept when it was made, whatever became of its file since. */
+async function planCluster(g: GlobalOptions, stateDir: string, store: SubmitStore, cluster: number, checks: PlanChecks): Promise<SubmitPlan> {
+  const rec = store.byCluster(cluster);
+  if (!rec) throw new UsageError(`no cluster ${cluster} in the state directory ${stateDir} (boinc-gahp status lists the clusters there)`);
+  const file = rec.submitFile;
+  let procs = store.loadJobs(cluster)?.procs;
+  if (procs === undefined) {
+    // Made by an earlier version, which kept no jobs: the file, if it still makes them.
+    const text = readSubmitFile(file, file);
+    const here = process.cwd();
+    const matches = jobsMatcher(text, file, createHash('sha256').update(file).update('\0').update(text).digest('hex').slice(0, 32), here);
+    if (!matches(rec)) {
+      throw new UsageError(`cluster ${cluster}'s jobs were not kept (it was made by an earlier version) and ${file} no longer makes them: ` +
+        `restore the file as it was and run this again, or give the cluster up: ${commandToRun(g, ['cancel', String(cluster)])}`);
+    }
+    procs = parseSubmitDescription(text, { file, cwd: rec.cwd ?? here, cluster }).procs;
+    await store.saveJobs(cluster, { cwd: rec.cwd ?? here, procs });
+  }
+  const desc: SubmitDescription = { procs, notes: [] };
+  const project = projectOfFile({ ...g, projectUrl: g.projectUrl ?? rec.projectUrl, authenticatorFile: g.authenticatorFile ?? rec.authenticatorFile }, file, desc);
+  checks.project?.(project.url);
+  checkFilesOf(file, desc, g, rec);
+  if (Object.values(rec.batches).some((b) => !rec.submitted.includes(b) && !rec.retired.includes(b))) await checks.beforeSubmitting?.(desc, project, file);
+  rec.projectUrl ??= project.url;
+  rec.authenticatorFile ??= project.authenticatorFile;
+  const others = store.forFile(file).filter((r) => r !== rec && unfinished(r));
+  return finishPlan({ file, stateDir, project, store, rec, procs, byId: true, others });
+}
+
+/**
+ * `submit --rerun-failed`: the failed jobs of a finished cluster (named by id, or the
+ * file's), run again as a new cluster of their own, each job as it was (its outputs go where
+ * the first run's would have). A rerun already made is resumed while it is not finished.
+ */
+async function planRerun(g: GlobalOptions, stateDir: string, store: SubmitStore, target: SubmitTarget, checks: PlanChecks): Promise<SubmitPlan> {
+  const first = target.cluster !== undefined
+    ? await planCluster(g, stateDir, store, target.cluster, {})
+    : await planSubmit(g, { file: target.file, fresh: false, existing: true }, {});
+  const of = first.rec;
+  const again = (extra: string[]) => commandToRun(g, ['submit', '--cluster', String(of.cluster), ...extra]);
+  if (of.cancelled) throw new UsageError(`cluster ${of.cluster} was cancelled: it has no failed jobs to run again`);
+  if (open(of)) throw new UsageError(`cluster ${of.cluster} is not finished: finish it first (${again([])}), then run its failed jobs again`);
+  const failed = [...first.procByJob].filter(([job]) => of.failed[job] !== undefined).map(([, p]) => p);
+  if (failed.length === 0) throw new UsageError(`cluster ${of.cluster} has no failed jobs to run again`);
+  const earlier = store.all().filter((r) => r.rerunOf === of.cluster).sort((a, b) => b.cluster - a.cluster)[0];
+  if (earlier && open(earlier)) return planCluster(g, stateDir, store, earlier.cluster, checks);
+  if (earlier) {
+    throw new UsageError(`cluster ${of.cluster}'s failed jobs were run again as cluster ${earlier.cluster}; ` +
+      `to run the jobs that failed there again, run: ${commandToRun(g, ['submit', '--cluster', String(earlier.cluster), '--rerun-failed'])}`);
+  }
+  const desc: SubmitDescription = { procs: failed, notes: [] };
+  checks.project?.(first.project.url);
+  checkFilesOf(first.file, desc, g, undefined);
+  await checks.beforeSubmitting?.(desc, first.project, first.file);
+  const rec = await store.take(of.submitFile, () => undefined, (cluster, createdAt) => {
+    const batches: Record<string, string> = {};
+    for (const p of failed) batches[p.app] ??= batchName(stateDir, p.app, createdAt);
+    return {
+      key: '', submitFile: of.submitFile, cwd: of.cwd ?? process.cwd(), rerunOf: of.cluster,
+      projectUrl: first.project.url, authenticatorFile: first.project.authenticatorFile,
+      cluster, createdAt, batches, submitted: [], retired: [], fetched: [], failed: {}, leaseUntil: {},
+    };
+  });
+  await store.saveJobs(rec.cluster, { cwd: rec.cwd!, procs: failed });
+  startErrorFiles(first.file, failed);
+  return finishPlan({ file: first.file, stateDir, project: first.project, store, rec, procs: failed, byId: true, others: [] });
+}
+
+/**
+ * A new cluster's error files start empty, as condor_submit opens them (O_TRUNC) when it
+ * queues a job: the stderr a fetch appends is then this cluster's alone, not added to an
+ * earlier cluster's file of the same name.
+ */
+function startErrorFiles(file: string, procs: SubmitProc[]): void {
+  const started = new Set<string>();
+  for (const p of procs) {
+    const { stderrPath } = fetchOutputSpec(p);
+    if (stderrPath === '/dev/null') continue;
+    const dest = path.isAbsolute(stderrPath) ? stderrPath : path.join(p.iwd, stderrPath);
+    if (started.has(dest)) continue;
+    started.add(dest);
+    try {
+      fs.writeFileSync(dest, '');
+    } catch (err) {
+      throw new SubmitFileError(file, p.queueLine, `job ${p.proc}: its error file ${dest} could not be started: ${(err as Error).message}`);
+    }
+  }
+}
+
+/** The plan of a cluster chosen: failed batches renamed, its jobs named. */
+async function finishPlan(p: Omit<SubmitPlan, 'procsByApp' | 'procByJob'> & { procs: SubmitProc[] }): Promise<SubmitPlan> {
+  const { procs: all, ...plan } = p;
+  await renameFailedBatches(plan.rec, plan.stateDir, plan.store);
   const procsByApp = new Map<string, SubmitProc[]>();
   const procByJob = new Map<string, SubmitProc>();
-  for (const p of desc.procs) {
-    let procs = procsByApp.get(p.app);
-    if (!procs) procsByApp.set(p.app, (procs = []));
-    procs.push(p);
-    const batch = (rec.batches[p.app] ??= batchName(stateDir, p.app, rec.createdAt));
-    procByJob.set(jobName(batch, rec.cluster, p.proc), p);
+  for (const proc of all) {
+    let procs = procsByApp.get(proc.app);
+    if (!procs) procsByApp.set(proc.app, (procs = []));
+    procs.push(proc);
+    const batch = (plan.rec.batches[proc.app] ??= batchName(plan.stateDir, proc.app, plan.rec.createdAt));
+    procByJob.set(jobName(batch, plan.rec.cluster, proc.proc), proc);
   }
-  return { file, stateDir, project, store, rec, procsByApp, procByJob };
+  return { ...plan, procsByApp, procByJob };
+}
+
+function readSubmitFile(abs: string, file: string): string {
+  try {
+    return fs.readFileSync(abs, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
+/**
+ * Whether a record is of the jobs this text makes: relative paths read from the directory
+ * the record was submitted from, `$(Cluster)` a placeholder. Records of earlier versions (no
+ * directory kept) are matched as those versions matched them. The digests are memoized per
+ * directory.
+ */
+function jobsMatcher(text: string, file: string, key: string, here: string): ((rec: SubmitRecord) => boolean) & { digestAt: (cwd: string) => string | undefined } {
+  const digests = new Map<string, string | undefined>();
+  const digestAt = (cwd: string): string | undefined => {
+    if (!digests.has(cwd)) {
+      let d: string | undefined;
+      try {
+        d = jobsDigest(parseSubmitDescription(text, { file, cwd, cluster: CLUSTER_PLACEHOLDER }));
+      } catch {
+        // (From another directory the file may not read: a `queue from` file missing there.)
+        d = undefined;
+      }
+      digests.set(cwd, d);
+    }
+    return digests.get(cwd);
+  };
+  const legacy = (rec: SubmitRecord): boolean => {
+    if (rec.key === key) return true;
+    try {
+      return rec.jobsDigest === jobsDigest(parseSubmitDescription(text, { file, cwd: here, cluster: rec.cluster }));
+    } catch {
+      return false;
+    }
+  };
+  const matches = (rec: SubmitRecord): boolean =>
+    rec.rerunOf === undefined && (rec.cwd === undefined ? legacy(rec) : rec.jobsDigest !== undefined && rec.jobsDigest === digestAt(rec.cwd));
+  return Object.assign(matches, { digestAt });
+}
+
+/**
+ * The job files checked (checkJobFiles); for a cluster resumed, a failure says that its
+ * results wait on the server, or a person may give them up.
+ */
+function checkFilesOf(file: string, desc: SubmitDescription, g: GlobalOptions, known: SubmitRecord | undefined): void {
+  try {
+    checkJobFiles(file, desc, g.uploadMaxFilesize ?? PHP_DEFAULT_UPLOAD_LIMITS.uploadMaxFilesize);
+  } catch (err) {
+    if (!(err instanceof SubmitFileError) || !known?.submitted.length) throw err;
+    throw new SubmitFileError(file, err.line, `${err.detail}; the cluster's results stay on the server until fetched: fix this and run the same command again`);
+  }
 }
 
 /**

@@ -1,8 +1,11 @@
 /**
  * What `boinc-gahp submit` remembers per cluster, in <state-dir>/submit/clusters.json
- * (docs/storage.md): the submit file, the cluster id, the batch names, which jobs were
- * submitted, fetched or failed, which batches retired, whether it was cancelled; so running
- * the same file again resumes its newest cluster.
+ * (docs/storage.md): the submit file and the directory it was submitted from, the cluster
+ * id, the batch names, which jobs were submitted, fetched or failed, which batches retired
+ * or vanished, whether it was cancelled; so running the same file again resumes the cluster
+ * its jobs match. Each cluster's jobs, as they were submitted, are kept beside it in
+ * <state-dir>/submit/jobs/<cluster>.json: `submit --cluster N` finishes a cluster whatever
+ * became of its file since.
  *
  * Several `submit` runs may share the state directory. Taking a cluster id happens under
  * <state-dir>/submit/lock (two runs never take the same one); every save re-reads the file
@@ -13,17 +16,23 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { makeDirs } from '../dirs.js';
 import { LockHeldError, replaceFile, withLockFile } from '../state-files.js';
+import type { SubmitProc } from './submit-file.js';
 
 export interface SubmitRecord {
   /** A hash of the submit file's path and text. */
   key: string;
   /**
    * A hash of the jobs the file makes (submit-plan.ts), not of its text: an edit that
-   * changes no job (a comment) keeps the cluster. Absent in records of earlier versions.
+   * changes no job (a comment) keeps the cluster. `$(Cluster)` counts as a placeholder, so
+   * the hash does not depend on the cluster's own id. In records without `cwd` (earlier
+   * versions), `$(Cluster)` was expanded to the id, and relative paths resolved from the
+   * directory of the run.
    */
   jobsDigest?: string;
   /** Absolute path of the submit file. */
   submitFile: string;
+  /** The working directory it was submitted from: relative paths in the file are under it. */
+  cwd?: string;
   /** The project and the authenticator file's absolute path (never the authenticator): for cancel and status. */
   projectUrl?: string;
   authenticatorFile?: string;
@@ -41,11 +50,29 @@ export interface SubmitRecord {
   submitErrors?: Record<string, string>;
   /** Set by `boinc-gahp cancel`: its jobs aborted, its batches retired. */
   cancelled?: boolean;
+  /**
+   * Batches the server no longer had while their lease ran (removed there, a server restored
+   * from a backup): never submitted again but at the person's word (`--resubmit-vanished`).
+   */
+  vanished?: string[];
+  /** The cluster whose failed jobs this one runs again (`--rerun-failed`). */
+  rerunOf?: number;
 }
 
 /** Whether a cluster still has batches on the server that nobody gave up: submitted, not retired, not cancelled. */
 export function unfinished(rec: SubmitRecord): boolean {
   return !rec.cancelled && rec.submitted.some((b) => !rec.retired.includes(b));
+}
+
+/** Whether a cluster has batches not yet retired that nobody gave up (submitted or still to submit). */
+export function open(rec: SubmitRecord): boolean {
+  return !rec.cancelled && Object.values(rec.batches).some((b) => !rec.retired.includes(b));
+}
+
+/** A cluster's jobs as submitted: what `submit --cluster N` runs, whatever became of the file. */
+export interface ClusterJobs {
+  cwd: string;
+  procs: SubmitProc[];
 }
 
 interface SubmitState {
@@ -78,7 +105,49 @@ export class SubmitStore {
 
   /** The newest cluster submitted from this file (absolute path), as last loaded. */
   latestFor(submitFile: string): SubmitRecord | undefined {
-    return latestOf(this.state, submitFile);
+    return this.forFile(submitFile)[0];
+  }
+
+  /** Every cluster submitted from this file (absolute path), newest first, as last loaded. */
+  forFile(submitFile: string): SubmitRecord[] {
+    return forFileOf(this.state, submitFile);
+  }
+
+  /** The record of a cluster id as it is on disk now (another run may have changed it, e.g. cancelled it). */
+  current(cluster: number): SubmitRecord | undefined {
+    return Object.values(this.load().entries).find((r) => r.cluster === cluster);
+  }
+
+  /**
+   * Changes the record of another run's cluster as it is on disk now (not this process's
+   * copy, which may be stale): `change` returns false to write nothing.
+   */
+  update(cluster: number, change: (rec: SubmitRecord) => boolean): Promise<void> {
+    const run = this.saving.then(async () => {
+      const rec = this.current(cluster);
+      if (rec && change(rec)) await this.write(rec);
+    });
+    this.saving = run.catch(() => undefined);
+    return run;
+  }
+
+  private jobsFile(cluster: number): string {
+    return path.join(this.dir, 'jobs', `${cluster}.json`);
+  }
+
+  /** Keeps a new cluster's jobs, before anything of it is submitted. */
+  async saveJobs(cluster: number, jobs: ClusterJobs): Promise<void> {
+    makeDirs(path.dirname(this.jobsFile(cluster)), 'the submit state directory');
+    await replaceFile(this.jobsFile(cluster), JSON.stringify(jobs));
+  }
+
+  /** A cluster's jobs as kept by saveJobs; undefined for clusters of earlier versions. */
+  loadJobs(cluster: number): ClusterJobs | undefined {
+    try {
+      return JSON.parse(fs.readFileSync(this.jobsFile(cluster), 'utf8')) as ClusterJobs;
+    } catch {
+      return undefined;
+    }
   }
 
   /** The record of a cluster id, as last loaded. */
@@ -91,23 +160,28 @@ export class SubmitStore {
     return Object.values(this.state.entries).sort((a, b) => a.cluster - b.cluster);
   }
 
+  /** Every record as it is on disk now. */
+  allNow(): SubmitRecord[] {
+    return Object.values(this.load().entries).sort((a, b) => a.cluster - b.cluster);
+  }
+
   /** The cluster id the next new record would get (for a tentative parse). */
   get nextCluster(): number {
     return this.state.nextCluster;
   }
 
   /**
-   * The newest record of `submitFile` when `resumes` says it is this submission (another run
-   * may have taken it meanwhile), else one created under the lock (always, when `fresh`): a
-   * new cluster id, and a batch-name time after every earlier one (batch names stay unique).
+   * The record `resumed` picks among the clusters of `submitFile` as they are now (another
+   * run may have taken one meanwhile), else one created under the lock: a new cluster id,
+   * and a batch-name time after every earlier one (batch names stay unique).
    */
-  async take(submitFile: string, fresh: boolean, resumes: (rec: SubmitRecord) => boolean,
+  async take(submitFile: string, resumed: (recs: SubmitRecord[]) => SubmitRecord | undefined,
     make: (cluster: number, createdAt: number) => SubmitRecord): Promise<SubmitRecord> {
     try {
       return await withLockFile(this.lockFile, async () => {
         this.state = this.load();
-        const existing = fresh ? undefined : latestOf(this.state, submitFile);
-        if (existing && resumes(existing)) return existing;
+        const existing = resumed(forFileOf(this.state, submitFile));
+        if (existing) return existing;
         const cluster = this.state.nextCluster;
         const createdAt = Math.max(Math.floor(Date.now() / 1000), this.state.lastCreatedAt + 1);
         const record = make(cluster, createdAt);
@@ -135,7 +209,15 @@ export class SubmitStore {
   private async write(record: SubmitRecord): Promise<void> {
     const onDisk = this.load();
     // Entries are kept by cluster id (earlier versions kept them by key: that entry goes).
-    for (const [id, r] of Object.entries(onDisk.entries)) if (r.cluster === record.cluster) delete onDisk.entries[id];
+    for (const [id, r] of Object.entries(onDisk.entries)) {
+      if (r.cluster !== record.cluster) continue;
+      // A cancel by another process while this one waited stands: its batches stay retired.
+      if (r.cancelled && !record.cancelled) {
+        record.cancelled = true;
+        for (const b of r.retired) if (!record.retired.includes(b)) record.retired.push(b);
+      }
+      delete onDisk.entries[id];
+    }
     onDisk.entries[String(record.cluster)] = record;
     onDisk.nextCluster = Math.max(onDisk.nextCluster, this.state.nextCluster);
     onDisk.lastCreatedAt = Math.max(onDisk.lastCreatedAt, this.state.lastCreatedAt);
@@ -157,8 +239,6 @@ export class SubmitStore {
   }
 }
 
-function latestOf(state: SubmitState, submitFile: string): SubmitRecord | undefined {
-  let latest: SubmitRecord | undefined;
-  for (const r of Object.values(state.entries)) if (r.submitFile === submitFile && (!latest || r.cluster > latest.cluster)) latest = r;
-  return latest;
+function forFileOf(state: SubmitState, submitFile: string): SubmitRecord[] {
+  return Object.values(state.entries).filter((r) => r.submitFile === submitFile).sort((a, b) => b.cluster - a.cluster);
 }

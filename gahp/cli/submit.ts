@@ -22,7 +22,8 @@ import { fetchOutputSpec, SubmitFileError, type SubmitDescription } from './subm
 import { cliRpcClient, commandToRun, EXIT_FAILED, EXIT_OK, runOptions, type GlobalOptions } from './options.js';
 import { ProgressLine, SubmitProgressView } from './progress.js';
 import { planSubmit, submitArgs, type SubmitPlan } from './submit-plan.js';
-import type { SubmitRecord } from './submit-state.js';
+import { readAuthenticatorFile } from '../settings.js';
+import { unfinished, type SubmitRecord } from './submit-state.js';
 import { errorMessage, sleep } from '../util.js';
 import { UsageError } from '../settings.js';
 import { asLines } from '../protocol/messages.js';
@@ -30,6 +31,12 @@ import { asLines } from '../protocol/messages.js';
 export interface SubmitOptions {
   wait: boolean;
   new?: boolean;
+  /** `--cluster N`: the cluster named by its id instead of by its file. */
+  cluster?: number;
+  /** Submit again the jobs of batches that vanished from the server (the person's word). */
+  resubmitVanished?: boolean;
+  /** Run the failed jobs of a finished cluster again, as a new cluster. */
+  rerunFailed?: boolean;
   poll: number;
   timeout?: number;
   spawn?: boolean;
@@ -70,19 +77,30 @@ const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ?
 
 const out = (line: string) => process.stdout.write(line + '\n');
 
-export async function submitCmd(g: GlobalOptions, file: string, o: SubmitOptions): Promise<number> {
-  const plan = await planSubmit(g, file, o.new === true, {
+export async function submitCmd(g: GlobalOptions, file: string | undefined, o: SubmitOptions): Promise<number> {
+  if ((file === undefined) === (o.cluster === undefined)) {
+    throw new UsageError('give the submit file, or --cluster <id> for a cluster by its id (boinc-gahp status lists them), not both');
+  }
+  if (o.cluster !== undefined && o.new) throw new UsageError('--new submits a file as a new cluster: give the submit file, not --cluster');
+  if (o.rerunFailed && o.new) throw new UsageError('--rerun-failed makes a new cluster of the failed jobs already: leave out --new');
+  const plan = await planSubmit(g, { file, cluster: o.cluster, fresh: o.new === true, rerunFailed: o.rerunFailed }, {
     project: (url) => checkPollInterval(url, o.poll),
-    beforeSubmitting: (desc, project) => checkOutputNames(g, file, desc, project),
+    beforeSubmitting: (desc, project, named) => checkOutputNames(g, named, desc, project),
   });
   const { rec, procsByApp, procByJob } = plan;
-  out(`cluster ${rec.cluster}: ${plural(procByJob.size, 'job')} in ${plural(procsByApp.size, 'batch', 'batches')} on ${plan.project.url}`);
+  const rerun = rec.rerunOf !== undefined ? ` (the failed jobs of cluster ${rec.rerunOf}, run again)` : '';
+  out(`cluster ${rec.cluster}${rerun}: ${plural(procByJob.size, 'job')} in ${plural(procsByApp.size, 'batch', 'batches')} on ${plan.project.url}`);
+  // Never stranded: the file's other clusters not finished, each with the command that finishes it.
+  for (const other of plan.others) {
+    out(`cluster ${other.cluster} (also from ${file ?? plan.file}) is not finished: to finish it, run: ${commandToRun(g, ['submit', '--cluster', String(other.cluster)])}`);
+  }
   if (rec.cancelled) {
-    out(`cluster ${rec.cluster} was cancelled; to submit it again as a new cluster, run: ${submitCommand(g, plan, ['--new'])}`);
+    out(`cluster ${rec.cluster} was cancelled; ${newClusterHint(g, plan)}`);
     return EXIT_FAILED;
   }
   if ([...procsByApp.keys()].every((app) => rec.retired.includes(rec.batches[app]!))) {
-    out(`cluster ${rec.cluster} is already complete (batches retired); to submit it again as a new cluster, run: ${submitCommand(g, plan, ['--new'])}`);
+    const failedHint = Object.keys(rec.failed).length ? `; to run just its failed jobs again, run: ${commandToRun(g, ['submit', '--cluster', String(rec.cluster), '--rerun-failed'])}` : '';
+    out(`cluster ${rec.cluster} is already complete (batches retired); ${newClusterHint(g, plan)}${failedHint}`);
     return Object.keys(rec.failed).length ? EXIT_FAILED : EXIT_OK;
   }
   return new SubmitRun(plan, g, o).run();
@@ -137,14 +155,25 @@ async function checkOutputNames(g: GlobalOptions, file: string, desc: SubmitDesc
 
 /**
  * The command that runs this submit again: with the options that decide the state directory
- * and the project, or it would not find this cluster and would submit the jobs again.
+ * and the project, or it would not find this cluster and would submit the jobs again. A
+ * cluster named by its id is named so again.
  */
 function submitCommand(g: GlobalOptions, plan: SubmitPlan, extra: string[] = []): string {
-  return commandToRun(g, ['submit', plan.file, ...extra]);
+  return commandToRun(g, ['submit', ...(plan.byId ? ['--cluster', String(plan.rec.cluster)] : [plan.file]), ...extra]);
+}
+
+/**
+ * How to submit the file again as a new cluster: run where the cluster was submitted from
+ * (relative paths in the file are read from there).
+ */
+function newClusterHint(g: GlobalOptions, plan: SubmitPlan): string {
+  const cwd = plan.rec.cwd ?? process.cwd();
+  if (!plan.byId && cwd === process.cwd()) return `to submit it again as a new cluster, run: ${submitCommand(g, plan, ['--new'])}`;
+  return `to submit ${plan.file} again as a new cluster (as it reads now), run: ${commandToRun(g, ['submit', plan.file, '--new'], { cd: cwd })}`;
 }
 
 /** What one status poll brought: go on with this round, or ask again after the poll interval. */
-type PollOutcome = 'polled' | 'poll-again' | 'resubmitted';
+type PollOutcome = 'polled' | 'poll-again';
 
 /** One run of a planned submit against a GAHP: submit, then wait, fetch and retire. */
 class SubmitRun {
@@ -228,6 +257,14 @@ class SubmitRun {
     try {
       await this.client.startup();
       await this.client.selectProject(this.plan.project.url, this.plan.project.authenticator);
+      const vanished = this.live().filter((b) => this.rec.vanished?.includes(b));
+      if (vanished.length && !this.o.resubmitVanished) return this.reportVanished(vanished[0]!);
+      if (vanished.length) {
+        // The person's word: the vanished batches' unfinished jobs go to the server again.
+        this.rec.submitted = this.rec.submitted.filter((b) => !vanished.includes(b));
+        this.rec.vanished = this.rec.vanished!.filter((b) => !vanished.includes(b));
+        await this.plan.store.save(this.rec);
+      }
       for (const app of this.plan.procsByApp.keys()) {
         const batch = this.rec.batches[app]!;
         if (this.stop.signal.aborted) break;
@@ -238,6 +275,7 @@ class SubmitRun {
         if (this.leaseEnded(batch) && !(await this.onServer(batch))) return this.batchGone(batch);
         await this.setLease(batch);
       }
+      await this.renewOtherLeases();
       if (!this.o.wait && !this.stop.signal.aborted) {
         this.progress.stop();
         for (const b of this.live()) out(`batch ${b}`);
@@ -277,11 +315,13 @@ class SubmitRun {
     for (;;) {
       if (this.stop.signal.aborted) {
         this.progress.stop();
+        out(this.summary());
         out(this.leaseNote());
         out(`interrupted; to resume (nothing is submitted twice), run: ${submitCommand(this.g, this.plan)}`);
         return EXIT_INTERRUPTED;
       }
       if (this.live().length === 0 || this.onlyUnfetchedLeft()) break;
+      if (this.cancelledMeanwhile()) return this.report();
       if (Date.now() >= deadline) {
         this.progress.stop();
         process.stderr.write(`boinc-gahp: gave up waiting after ${this.o.timeout} s; ${this.leaseNote()}; to resume, run: ${submitCommand(this.g, this.plan)}\n`);
@@ -289,8 +329,8 @@ class SubmitRun {
       }
       const polled = await this.poll();
       if (typeof polled === 'number') return polled;
-      if (polled === 'resubmitted') continue;
       if (polled === 'polled') {
+        if (this.cancelledMeanwhile()) return this.report();
         await this.markFailed();
         await this.fetchReady();
         await this.retireFinished();
@@ -306,6 +346,10 @@ class SubmitRun {
   /** Batches not yet retired. */
   private live(): string[] {
     return [...this.plan.procsByApp.keys()].map((a) => this.rec.batches[a]!).filter((b) => !this.rec.retired.includes(b));
+  }
+
+  private jobOf(batch: string, p: { proc: number }): string {
+    return `${batch}#${this.rec.cluster}.${p.proc}`;
   }
 
   private finished(job: string): boolean {
@@ -351,7 +395,8 @@ class SubmitRun {
 
   private async submitBatch(app: string): Promise<void> {
     const batch = this.rec.batches[app]!;
-    const procs = this.plan.procsByApp.get(app)!;
+    // (Jobs of a vanished batch already fetched or failed are not run again.)
+    const procs = this.plan.procsByApp.get(app)!.filter((p) => !this.finished(this.jobOf(batch, p)));
     this.progress.update(`submitting ${plural(procs.length, 'job')} to ${batch} (hashing and uploading inputs)`);
     this.view = this.progress.tty && !this.o.spawn ? new SubmitProgressView(this.progress, `${app}: ${plural(procs.length, 'job')}`) : undefined;
     this.submitting = batch;
@@ -392,6 +437,87 @@ class SubmitRun {
         this.progress.log(`lease renewal of ${batch} failed (will retry): ${errorMessage(err)}`);
       }
     }
+    await this.renewOtherLeases();
+  }
+
+  /**
+   * The other clusters of this state directory not finished (e.g. one beside which `--new`
+   * made this one), on this project and account: their leases are renewed too, so that no
+   * cluster's results go while any run is about. A lease that ended is left: that batch is
+   * gone, which its own resume says.
+   */
+  private async renewOtherLeases(): Promise<void> {
+    const now = Date.now() / 1000;
+    const { url, authenticatorFile } = this.plan.project;
+    for (const other of this.plan.store.allNow()) {
+      if (other.cluster === this.rec.cluster || !unfinished(other)) continue;
+      if (other.projectUrl !== url || other.authenticatorFile !== authenticatorFile) continue;
+      for (const batch of other.submitted) {
+        const until = other.leaseUntil[batch] ?? 0;
+        if (other.retired.includes(batch) || other.vanished?.includes(batch) || until <= now || until - now >= LEASE_RENEW_BELOW) continue;
+        const renewed = Math.floor(now) + LEASE_SECONDS;
+        try {
+          await this.client.call('BOINC_SET_LEASE', [batch, String(renewed)]);
+        } catch (err) {
+          this.progress.log(`lease renewal of ${batch} (cluster ${other.cluster}) failed (will retry): ${errorMessage(err)}`);
+          continue;
+        }
+        await this.plan.store.update(other.cluster, (r) => {
+          if ((r.leaseUntil[batch] ?? 0) >= renewed) return false;
+          r.leaseUntil[batch] = renewed;
+          return true;
+        });
+      }
+    }
+  }
+
+  /**
+   * The server refuses the account ("bad authenticator": for good, not a passing failure).
+   * The authenticator file is read again, once: a corrected one is used from now on;
+   * otherwise the wait ends, saying what to fix.
+   */
+  private async accountRefused(err: GahpResultError): Promise<PollOutcome | number> {
+    const { url, authenticatorFile } = this.plan.project;
+    let reread: string | undefined;
+    try {
+      reread = readAuthenticatorFile(authenticatorFile).authenticator;
+    } catch {
+      reread = undefined;
+    }
+    if (reread !== undefined && reread !== this.plan.project.authenticator) {
+      this.progress.log(`${url} refused the account: bad authenticator; read ${authenticatorFile} again: a new authenticator, used from now on`);
+      this.plan.project.authenticator = reread;
+      await this.client.selectProject(url, reread);
+      this.rpc?.close();
+      this.rpc = undefined;
+      return 'poll-again';
+    }
+    this.progress.stop();
+    const why = asLines(err.message).replace(/^.*?(bad authenticator)/s, '$1');
+    process.stderr.write(`boinc-gahp: ${url} refuses the account: ${why} (the one in ${authenticatorFile}, read again); ` +
+      `put the account's authenticator there and resume: ${submitCommand(this.g, this.plan)}\n`);
+    return EXIT_FAILED;
+  }
+
+  /**
+   * A batch the server no longer has while its lease ran: removed there, or the server
+   * restored from a backup. Its jobs are not submitted again without the person's word:
+   * the command that does it is named.
+   */
+  private reportVanished(batch: string): number {
+    this.progress.stop();
+    const left = this.allJobs.filter((j) => this.rec.batches[this.plan.procByJob.get(j)!.app] === batch && !this.finished(j)).length;
+    const them = left === 1 ? 'it' : 'them';
+    process.stderr.write(`boinc-gahp: batch ${batch} vanished from the server before its lease ended (removed there, or the server restored from an earlier backup): ` +
+      `its ${plural(left, 'unfinished job')} ${left === 1 ? 'is' : 'are'} not on the server; nothing was submitted again. ` +
+      `To submit ${them} again, run: ${submitCommand(this.g, this.plan, ['--resubmit-vanished'])}\n`);
+    return EXIT_FAILED;
+  }
+
+  /** Whether `boinc-gahp cancel` gave this cluster up while this run waited. */
+  private cancelledMeanwhile(): boolean {
+    if (!this.rec.cancelled && this.plan.store.current(this.rec.cluster)?.cancelled) this.rec.cancelled = true;
+    return this.rec.cancelled === true;
   }
 
   /**
@@ -407,26 +533,18 @@ class SubmitRun {
       result = parseQueryResult(tokens, batches.length);
     } catch (err) {
       if (err instanceof GahpRequestError) throw err;
+      if (err instanceof GahpResultError && err.accountRefused) return this.accountRefused(err);
       const missing = err instanceof GahpResultError ? err.missingBatch : undefined;
-      const app = missing !== undefined ? [...this.plan.procsByApp.keys()].find((a) => this.rec.batches[a] === missing) : undefined;
-      if (missing === undefined || app === undefined) {
+      if (missing === undefined || !this.live().includes(missing)) {
         this.progress.log(`status query failed (will retry): ${errorMessage(err)}`);
         return 'poll-again';
       }
       if (this.leaseEnded(missing)) return this.batchGone(missing);
-      if (this.rec.fetched.length === 0 && Object.keys(this.rec.failed).length === 0) {
-        // Recorded as submitted, its lease still running, but the server has no such batch
-        // (a crash before the submit landed): submit it again, as the gridmanager does.
-        this.progress.log(`batch ${missing} is not on the server (the submit that made it did not land): submitting it again`);
-        this.rec.submitted = this.rec.submitted.filter((b) => b !== missing);
-        await this.submitBatch(app);
-        await this.setLease(missing);
-        this.serverTime = '0';
-        return 'resubmitted';
-      }
-      this.progress.stop();
-      process.stderr.write(`boinc-gahp: batch ${missing} is gone from the server (its lease expired?)\n`);
-      return EXIT_FAILED;
+      // Recorded as submitted (its BOINC_SUBMIT succeeded), its lease still running: removed
+      // on the server, or the server restored from a backup. Said, and kept so.
+      this.rec.vanished = [...(this.rec.vanished ?? []).filter((b) => b !== missing), missing];
+      await this.plan.store.save(this.rec);
+      return this.reportVanished(missing);
     }
     this.serverTime = result.serverTime;
     for (const jobs of result.batches) for (const [j, s] of jobs) this.status.set(j, s);
@@ -529,21 +647,41 @@ class SubmitRun {
     }
   }
 
-  private showCounts(): void {
-    const counts = { done: 0, running: 0, waiting: 0, failed: 0 };
+  /** Jobs by what is known of them: fetched, finished on BOINC (not fetched), running, waiting, failed. */
+  private counts(): { done: number; finished: number; running: number; waiting: number; failed: number } {
+    const counts = { done: 0, finished: 0, running: 0, waiting: 0, failed: 0 };
     for (const j of this.allJobs) {
       const s = this.status.get(j);
       if (this.rec.fetched.includes(j)) counts.done++;
       else if (this.rec.failed[j] !== undefined) counts.failed++;
-      else if (s === 'IN_PROGRESS' || s === 'DONE') counts.running++;
+      else if (s === 'DONE') counts.finished++;
+      else if (s === 'IN_PROGRESS') counts.running++;
       else counts.waiting++;
     }
-    this.progress.update(`${this.allJobs.length} jobs: ${counts.done} done, ${counts.running} running, ${counts.waiting} waiting, ${counts.failed} failed`,
-      counts.done + counts.failed, this.allJobs.length);
+    return counts;
+  }
+
+  private showCounts(): void {
+    const c = this.counts();
+    const finished = c.finished ? `${c.finished} finished (outputs not fetched yet), ` : '';
+    this.progress.update(`${this.allJobs.length} jobs: ${c.done} done, ${finished}${c.running} running, ${c.waiting} waiting, ${c.failed} failed`,
+      c.done + c.failed, this.allJobs.length);
+  }
+
+  /** Where the cluster stands, for the last lines of a run that stops before its end. */
+  private summary(): string {
+    const c = this.counts();
+    const finished = c.finished ? `; ${c.finished} finished on BOINC, outputs not fetched yet` : '';
+    return `cluster ${this.rec.cluster}: ${plural(c.done, 'job')} done, outputs fetched${finished}; ${c.running + c.waiting} not finished; ${c.failed} failed`;
   }
 
   private report(): number {
     this.progress.stop();
+    if (this.cancelledMeanwhile()) {
+      const given = this.allJobs.filter((j) => !this.rec.fetched.includes(j)).length;
+      out(`cluster ${this.rec.cluster} was cancelled (boinc-gahp cancel) while this run waited: ${plural(this.rec.fetched.length, 'job')} done, outputs fetched; ${given} cancelled`);
+      return EXIT_FAILED;
+    }
     const failed = Object.entries(this.rec.failed);
     const unfetched = this.unfetched.size ? `; ${this.unfetched.size} done, outputs not fetched yet` : '';
     out(`cluster ${this.rec.cluster}: ${plural(this.rec.fetched.length, 'job')} done, outputs fetched${unfetched}; ${failed.length} failed`);

@@ -119,7 +119,7 @@ test('status, lease, fetch, abort, retire on a batch submitted through the GAHP'
 
   const st = await cli(['status', '--json']);
   expect(st.code).toBe(0);
-  const rows = JSON.parse(st.stdout) as Array<Record<string, unknown>>;
+  const rows = (JSON.parse(st.stdout) as { batches: Array<Record<string, unknown>> }).batches;
   expect(rows).toHaveLength(1);
   expect(rows[0]).toMatchObject({ batch, app: 'uppercase', state: 'submitted', jobs: 3, project: server.url });
   expect(rows[0]!.leaseExpiresIn).toBeGreaterThan(6 * 3600 - 120);
@@ -142,7 +142,7 @@ test('status, lease, fetch, abort, retire on a batch submitted through the GAHP'
   const lease = await cli(['lease', batch, '--until', String(until)]);
   expect(lease.code).toBe(0);
   expect(server.batches().find((b) => b.name === batch)!.expireTime).toBe(until);
-  expect((JSON.parse((await cli(['status', '--json'])).stdout) as Array<{ leaseExpiresAt?: number }>)[0]!.leaseExpiresAt).toBe(until);
+  expect((JSON.parse((await cli(['status', '--json'])).stdout) as { batches: Array<{ leaseExpiresAt?: number }> }).batches[0]!.leaseExpiresAt).toBe(until);
 
   // fetch before the job is done: the GAHP's error, exit 1.
   const early = await cli(['fetch', `${batch}#1.0`, '-d', 'outs']);
@@ -165,8 +165,8 @@ test('status, lease, fetch, abort, retire on a batch submitted through the GAHP'
   const rt = await cli(['retire', batch]);
   expect(rt.code).toBe(0);
   expect(server.batches().find((b) => b.name === batch)!.state).toBe(4);
-  expect(JSON.parse((await cli(['status', '--json'])).stdout)).toEqual([]);
-  expect(JSON.parse((await cli(['status', '--json', '--all'])).stdout)).toHaveLength(1);
+  expect((JSON.parse((await cli(['status', '--json'])).stdout) as { batches: unknown[] }).batches).toEqual([]);
+  expect((JSON.parse((await cli(['status', '--json', '--all'])).stdout) as { batches: unknown[] }).batches).toHaveLength(1);
 });
 
 test('the GAHP on stdio with the project pre-selected from options (what a wrapper script for BOINC_GAHP can do)', async () => {

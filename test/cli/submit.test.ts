@@ -129,7 +129,7 @@ test('a submit file using every supported command runs, outputs land where HTCon
   // `status` shows the retired batches with --all, none without.
   const st = await runCli(['--state-dir', state(), 'status', '--all', '--json']);
   expect(st.code).toBe(0);
-  const rows = JSON.parse(st.stdout) as Array<{ batch: string; state: string; jobs: number }>;
+  const rows = (JSON.parse(st.stdout) as { batches: Array<{ batch: string; state: string; jobs: number }> }).batches;
   expect(rows.map((x) => x.batch).sort()).toEqual(ours.map((b) => b.name).sort());
   expect(rows.every((x) => x.state === 'retired')).toBe(true);
 });
@@ -288,36 +288,6 @@ test('two state directories submitting the same app in the same second get batch
     expect(onServer[0]!.jobNames).toHaveLength(1);
   }
 });
-
-test('a batch recorded as submitted that the server does not have is submitted again (its "no batch named" result), then waited for and fetched', async () => {
-  // A server of its own, holding no other test's batches.
-  const own = await startTestServer({ autoCompleteSeconds: 0.2 });
-  try {
-    await resubmitsLostBatch(own);
-  } finally {
-    await own.close();
-  }
-});
-
-async function resubmitsLostBatch(own: TestBoincServer): Promise<void> {
-  fs.writeFileSync(path.join(dir, 'auth.txt'), own.authenticator + '\n', { mode: 0o600 });
-  fs.writeFileSync(path.join(dir, 'in.txt'), 'lost\n');
-  writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'transfer_output_files = out', 'queue'], own.url);
-  const first = await submit('job.sub', '--no-wait');
-  expect(first.code).toBe(0);
-  const submitted = /^batch (\S+)$/m.exec(first.stdout)![1]!;
-  // As if the submit had died before its batch reached the server: the record names a
-  // batch (submitted, leased) that the server never saw.
-  const lost = `${submitted}0`;
-  const clusters = path.join(state(), 'submit', 'clusters.json');
-  fs.writeFileSync(clusters, fs.readFileSync(clusters, 'utf8').split(submitted).join(lost));
-  expect(own.batches().some((b) => b.name === lost)).toBe(false);
-
-  const again = await submit('job.sub');
-  expect(again.code).toBe(0);
-  expect(own.batches().filter((b) => b.name === lost).map((b) => b.jobNames.length)).toEqual([1]);
-  expect(fs.readFileSync(path.join(dir, 'out'), 'latin1')).toBe('LOST\n');
-}
 
 describe('finished results are never given up (issue 37, item 1)', () => {
   const uppercaseTo = (remap: string, jobs = 2) => writeSubmitFile('job.sub', 'uppercase', [
@@ -534,7 +504,7 @@ test('an edited submit file (issue 37, item 3): a comment keeps the cluster; cha
     writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue 6'], own.url);
     const changed = await submit('job.sub', '--no-wait');
     expect(changed.code).toBe(2);
-    expect(changed.stderr).toMatch(/^boinc-gahp: job\.sub changed since cluster 1 was submitted from it, and its jobs are not finished: to submit the changed file as a new cluster beside it, run: \S+ --state-dir \S+ submit job\.sub --new; or cancel cluster 1 first \(its jobs aborted, its results given up\): \S+ --state-dir \S+ cancel 1$/m);
+    expect(changed.stderr).toMatch(/^boinc-gahp: job\.sub changed since cluster 1 was submitted from it, and its jobs are not finished: to finish cluster 1 first, run: \S+ --state-dir \S+ submit --cluster 1; to submit the changed file as a new cluster beside it, run: \S+ --state-dir \S+ submit job\.sub --new; or cancel cluster 1 \(its jobs aborted, its results given up\): \S+ --state-dir \S+ cancel 1$/m);
     expect(own.batches()).toHaveLength(1);
 
     const fresh = await submit('job.sub', '--no-wait', '--new');
@@ -603,7 +573,7 @@ test('status shows a batch whose BOINC_SUBMIT failed as failed, with the error, 
     expect(st.stdout).toMatch(new RegExp(`^cluster 1 of ${dir}/job\\.sub: submit failed \\(1 batch\\)$`, 'm'));
     expect(st.stdout).toMatch(/ state failed\n {2}BOINC_SUBMIT failed: .*batch limit reached\n/);
     expect(st.stdout).not.toMatch(/creating/);
-    const json = JSON.parse((await runCli(['--state-dir', state(), 'status', '--json'], { cwd: dir })).stdout) as Array<{ state: string; submitError?: string }>;
+    const json = (JSON.parse((await runCli(['--state-dir', state(), 'status', '--json'], { cwd: dir })).stdout) as { batches: Array<{ state: string; submitError?: string }> }).batches;
     expect(json.map((b) => b.state)).toEqual(['failed']);
     expect(json[0]!.submitError).toMatch(/batch limit reached/);
 
