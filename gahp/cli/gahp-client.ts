@@ -50,7 +50,7 @@ const BAD_AUTHENTICATOR = 'bad authenticator';
 
 const NO_BATCH_NAMED = 'no batch named ';
 
-/** The one place an error result's text is read: see GahpResultError.missingBatch. */
+/** Where an error result's text is read (with accountRefused): see GahpResultError.missingBatch. */
 function missingBatchOf(message: string): string | undefined {
   const at = message.indexOf(NO_BATCH_NAMED);
   return at >= 0 ? message.slice(at + NO_BATCH_NAMED.length) : undefined;

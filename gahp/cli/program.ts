@@ -114,9 +114,10 @@ export async function runCommandLine(
     .option('--app <name...>', 'check these apps (default: those the account may submit to)')
     .option('--blahp <libexec dir>', 'check the BLAHP scripts there (default: the folder HTCondor\'s blahpd runs them from)')
     .option('--json', 'the checks as JSON objects')
-    .action(async (o: { app?: string[]; blahp?: string; json?: boolean }, cmd: Command) => {
+    .argument('[submit_file]', "check the project and authenticator file this submit file names (grid_resource, boinc_authenticator_file), as 'submit' would use them")
+    .action(async (submitFile: string | undefined, o: { app?: string[]; blahp?: string; json?: boolean }, cmd: Command) => {
       const { doctorCmd } = await import('./doctor/index.js');
-      code = await doctorCmd(globals(cmd), o);
+      code = await doctorCmd(globals(cmd), { ...o, submitFile });
     });
 
   program

@@ -5,9 +5,10 @@
  * BOINC_SUBMIT, a 6-hour lease renewed while waiting, BOINC_QUERY_BATCHES polling,
  * BOINC_FETCH_OUTPUT with the specs HTCondor sends, BOINC_RETIRE_BATCH when all are done.
  *
- * Re-runnable: the cluster id and batch names are kept in <state-dir>/submit/ (submit-state.ts),
- * keyed by the submit file's path and content, so running the same file again resumes
- * (waits, fetches what is missing) instead of submitting twice. `--new` starts a fresh cluster.
+ * Re-runnable: the cluster id, batch names and jobs are kept in <state-dir>/submit/
+ * (submit-state.ts), so running the same file again resumes the cluster whose jobs it makes
+ * (waits, fetches what is missing) instead of submitting twice, and `--cluster N` resumes a
+ * cluster by its id. `--new` starts a fresh cluster; the older ones stay reachable.
  *
  * The steps: planSubmit() (submit-plan.ts) reads and checks the file and takes its cluster
  * id (no GAHP yet); then a SubmitRun submits the batches not yet submitted, sets their

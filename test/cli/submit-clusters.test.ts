@@ -277,3 +277,18 @@ describe('smaller points of the same family (issue 43, item 6)', () => {
     expect(fs.readFileSync(path.join(dir, 'job.err'), 'latin1').length).toBe(firstErr.length);
   });
 });
+
+test("doctor job.sub checks the project and authenticator file the submit file names (issue 43, item 6)", async () => {
+  writeSubmitFile('job.sub', ['transfer_input_files = in.txt', 'queue']);
+  const none = path.join(dir, 'none');
+  const env = { PATH: none, BLAHPD_LOCATION: none, GLITE_LOCATION: none, BLAHPD_CONFIG_LOCATION: path.join(none, 'blah.config') };
+  const doctor = () => runCli(['--state-dir', state(), 'doctor', 'job.sub'], { cwd: dir, env, timeoutMs: 60_000 });
+  const good = await doctor();
+  expect(good.stderr).not.toMatch(/too many arguments/);
+  expect(good.stdout).toMatch(/^ok {4}account: accepted/m);
+  expect(good.stdout).toContain(own.url);
+  fs.writeFileSync(path.join(dir, 'auth.txt'), 'ffffffffffffffffffffffffffffffff\n', { mode: 0o600 });
+  const bad = await doctor();
+  expect(bad.code).toBe(1);
+  expect(bad.stdout).toMatch(new RegExp(`^FAIL {2}account: refused: bad authenticator {2}-> fix: .* into ${path.join(dir, 'auth.txt').replace(/\./g, '\\.')}$`, 'm'));
+});

@@ -6,7 +6,10 @@
  * Read-only on the host (one temporary file for the upload check, removed); on the project
  * one small file is left (uploads.ts). The authenticator is read, used, never printed.
  */
+import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { parseSubmitDescription } from '../submit-file.js';
+import { UsageError } from '../../settings.js';
 import { EXIT_FAILED, EXIT_OK, type GlobalOptions } from '../options.js';
 import { checkApps } from './apps.js';
 import { blahpRouteConfigured, checkBlahConfig, checkBlahpScripts, findBlahp } from './blahp.js';
@@ -23,6 +26,31 @@ export interface DoctorOptions {
   app?: string[];
   blahp?: string;
   json?: boolean;
+  /** A submit file: the project and authenticator file `boinc-gahp submit` would use for it. */
+  submitFile?: string;
+}
+
+/**
+ * The project and authenticator file `boinc-gahp submit` takes for a submit file: its
+ * grid_resource URL unless --project-url is given, its boinc_authenticator_file else
+ * --authenticator-file (submit-plan.ts); the fixes name the line's command in the file.
+ */
+function submitFileTarget(g: GlobalOptions, file: string): DoctorTarget {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  const procs = parseSubmitDescription(text, { file, cwd: process.cwd(), cluster: 0 }).procs;
+  const url = g.projectUrl ?? procs.find((p) => p.projectUrl)?.projectUrl;
+  const auth = procs.find((p) => p.authenticatorFile)?.authenticatorFile ?? (g.authenticatorFile ? path.resolve(g.authenticatorFile) : undefined);
+  return {
+    ...(url !== undefined ? { url } : {}),
+    ...(auth !== undefined ? { authenticatorFile: auth } : {}),
+    urlSetting: g.projectUrl ? '--project-url (or BOINC_GAHP_PROJECT_URL)' : `grid_resource in ${file} ("boinc <url>")`,
+    authSetting: procs.some((p) => p.authenticatorFile) ? `boinc_authenticator_file in ${file}` : '--authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE)',
+  };
 }
 
 /** Default time for one probe or RPC: a doctor should not hang for a minute on a dead host. */
@@ -59,10 +87,11 @@ export async function doctorCmd(g: GlobalOptions, o: DoctorOptions): Promise<num
   const blahp = await findBlahp(ctx.env, o.blahp);
   // The project as the GAHP will have it: the options (and BOINC_GAHP_* variables), else
   // HTCondor's configuration, where the BOINC_GAHP route keeps it (condor-config.ts).
-  const site = g.projectUrl ? undefined : readCondorSettings(ctx.env);
+  const fromFile = o.submitFile !== undefined ? submitFileTarget(g, o.submitFile) : undefined;
+  const site = g.projectUrl || fromFile ? undefined : readCondorSettings(ctx.env);
   const siteUrl = site?.values.get('BOINC_GAHP_PROJECT_URL');
   const siteAuth = site?.values.get('BOINC_GAHP_AUTHENTICATOR_FILE');
-  const options: DoctorTarget = siteUrl
+  const options: DoctorTarget = fromFile ?? (siteUrl
     ? {
         url: siteUrl,
         ...(g.authenticatorFile ?? siteAuth ? { authenticatorFile: path.resolve((g.authenticatorFile ?? siteAuth)!) } : {}),
@@ -74,7 +103,7 @@ export async function doctorCmd(g: GlobalOptions, o: DoctorOptions): Promise<num
         ...(g.authenticatorFile ? { authenticatorFile: path.resolve(g.authenticatorFile) } : {}),
         urlSetting: '--project-url (or BOINC_GAHP_PROJECT_URL)',
         authSetting: '--authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE)',
-      };
+      });
   // First: scripts missing where blahpd looks leave batch boinc "down" with nothing else to show for it.
   if (blahp?.blahpdFolder) checkBlahpScripts(report, { ...blahp, ...blahp.blahpdFolder });
   if (blahp) checkBlahpScripts(report, blahp);
