@@ -292,3 +292,21 @@ test("doctor job.sub checks the project and authenticator file the submit file n
   expect(bad.code).toBe(1);
   expect(bad.stdout).toMatch(new RegExp(`^FAIL {2}account: refused: bad authenticator {2}-> fix: .* into ${path.join(dir, 'auth.txt').replace(/\./g, '\\.')}$`, 'm'));
 });
+
+test('Ctrl-C while outputs are fetched: the last lines count the jobs finished on BOINC whose outputs are not fetched yet as such, not as running (issue 43, item 6)', async () => {
+  writeSubmitFile('job.sub', ['transfer_input_files = in.txt', 'transfer_output_files = out', 'transfer_output_remaps = "out = out.$(Process)"', 'queue 6']);
+  ok(await submit('job.sub', '--no-wait'), 'the first submit');
+  own.advanceAll();
+  // Each download is slow: the Ctrl-C comes while the first outputs are being fetched.
+  own.injectFault({ script: 'get_output.php', kind: 'slow', delayMs: 3000, count: 1000 });
+  const run = startCli(['--state-dir', state(), 'submit', 'job.sub', '--poll', '0.3'], { cwd: dir, timeoutMs: 60_000 });
+  while (!own.rpcLog().some((e) => e.script === 'get_output.php')) await new Promise((resolve) => setTimeout(resolve, 50));
+  run.child.kill('SIGINT');
+  const r = await run.exited;
+  expect(r.code).toBe(130);
+  const summary = /^cluster 1: (\d+) jobs? done, outputs fetched; (\d+) finished on BOINC, outputs not fetched yet; 0 not finished; 0 failed$/m.exec(r.stdout);
+  expect(summary).not.toBeNull();
+  expect(Number(summary![1]) + Number(summary![2])).toBe(6);
+  expect(Number(summary![2])).toBeGreaterThan(0);
+  expect(r.stdout + r.stderr).not.toMatch(/[1-9][0-9]* running/);
+});
