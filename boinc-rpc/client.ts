@@ -157,40 +157,41 @@ export class BoincClient implements BoincRpc {
   }
 
   async submitBatch(req: SubmitBatchRequest): Promise<number> {
-    return this.call(
-      'submit_batch',
-      SUBMIT,
-      () => {
-        const x = this.req('submit_batch')
-          .open('batch')
-          .el('batch_id', req.batchId)
-          .el('batch_name', req.batchName)
-          .el('app_name', req.appName)
-          .opt('app_version_num', req.appVersionNum);
-        const p = req.jobParams;
-        if (p && Object.values(p).some((v) => v !== undefined)) {
-          x.open('job_params')
-            .opt('rsc_disk_bound', p.rscDiskBound)
-            .opt('rsc_fpops_est', p.rscFpopsEst)
-            .opt('rsc_fpops_bound', p.rscFpopsBound)
-            .opt('rsc_memory_bound', p.rscMemoryBound)
-            .opt('delay_bound', p.delayBound)
-            .close('job_params');
-        }
-        for (const job of req.jobs) {
-          x.open('job').el('name', job.name);
-          if (job.commandLine) x.el('command_line', job.commandLine);
-          for (const f of job.inputFiles) {
-            x.open('input_file').el('mode', 'local_staged').el('source', f).close('input_file');
-          }
-          x.close('job');
-        }
-        return x.close('batch').toString();
-      },
-      false,
-      (t) => parseBatchId('submit_batch', t),
-      req.signal,
-    );
+    return this.call('submit_batch', SUBMIT, () => this.submitRequest(req), false, (t) => parseBatchId('submit_batch', t), req.signal);
+  }
+
+  submitBatchBodyBytes(req: Omit<SubmitBatchRequest, 'signal'>): number {
+    return multipartLength(this.submitRequest(req), []);
+  }
+
+  private submitRequest(req: Omit<SubmitBatchRequest, 'signal'>): string {
+    const x = this.req('submit_batch')
+      .open('batch')
+      .el('batch_id', req.batchId)
+      .el('batch_name', req.batchName)
+      .el('app_name', req.appName)
+      .opt('app_version_num', req.appVersionNum);
+    const p = req.jobParams;
+    if (p && Object.values(p).some((v) => v !== undefined)) {
+      x.open('job_params')
+        .opt('rsc_disk_bound', p.rscDiskBound)
+        .opt('rsc_fpops_est', p.rscFpopsEst)
+        .opt('rsc_fpops_bound', p.rscFpopsBound)
+        .opt('rsc_memory_bound', p.rscMemoryBound)
+        .opt('delay_bound', p.delayBound)
+        .close('job_params');
+    }
+    for (const job of req.jobs) {
+      x.open('job').el('name', job.name);
+      if (job.commandLine) x.el('command_line', job.commandLine);
+      for (const f of job.inputFiles) {
+        x.open('input_file').el('mode', 'local_staged').el('source', f).close('input_file');
+      }
+      if (job.inputTemplate) x.markup(job.inputTemplate);
+      if (job.outputTemplate) x.markup(job.outputTemplate);
+      x.close('job');
+    }
+    return x.close('batch').toString();
   }
 
   async queryBatch2(minModTime: string, batchNames: string[], opts: CallOptions = {}): Promise<QueryBatch2Reply> {

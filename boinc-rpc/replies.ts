@@ -271,6 +271,15 @@ export function parseTemplates(rpc: string, text: string): AppTemplates {
     const gzip = gzippedOutputs(body.slice(output[0], output[1]));
     if (gzip.some((g) => g)) templates.outputGzip = gzip;
   }
+  // The whole elements, for per-job templates made from them (gahp/staging/keep-files.ts).
+  const whole = (name: string): string | undefined => {
+    const r = region(body, name);
+    return r && r[1] < body.length ? body.slice(r[0], r[1] + name.length + 3) : undefined;
+  };
+  const inputTemplate = whole('input_template');
+  if (inputTemplate) templates.inputTemplate = inputTemplate;
+  const outputTemplate = whole('output_template');
+  if (outputTemplate) templates.outputTemplate = outputTemplate;
   const memory = input ? region(body, 'rsc_memory_bound', input[0]) : undefined;
   if (memory && memory[1] <= input![1]) {
     const bound = Number(body.slice(memory[0] + '<rsc_memory_bound>'.length, memory[1]).trim());

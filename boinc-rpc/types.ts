@@ -72,6 +72,14 @@ export interface SubmitJob {
   commandLine: string;
   /** Physical names of the staged input files, in input-template order. */
   inputFiles: string[];
+  /**
+   * The job's own input template, in place of the app's (submit_rpc_handler.php passes it
+   * to create_work as `--wu_template`): a whole `<input_template>...</input_template>`
+   * element, sent as markup as it is. The caller builds it from the project's own template.
+   */
+  inputTemplate?: string;
+  /** The job's own output template (`<output_template>...</output_template>`, create_work's `--result_template`), as markup. */
+  outputTemplate?: string;
 }
 
 export interface SubmitBatchRequest extends CallOptions {
@@ -183,6 +191,10 @@ export interface AppTemplates {
   outputGzip?: boolean[];
   /** The input template's `<rsc_memory_bound>` (bytes), when it sets one. */
   rscMemoryBound?: number;
+  /** The whole `<input_template>` element as the server sent it (comments removed), when the reply has one. */
+  inputTemplate?: string;
+  /** The whole `<output_template>` element likewise. */
+  outputTemplate?: string;
 }
 
 export interface QueryFilesRequest extends CallOptions {
@@ -280,6 +292,8 @@ export interface BoincRpc {
   uploadBodyBytes(req: UploadSizeRequest): number;
   /** The same, kept as files are added to a request one by one (grouping files under post_max_size). */
   uploadBodySize(req: Omit<UploadSizeRequest, 'files'>): UploadBodySize;
+  /** The size in bytes of the HTTP body submitBatch would send for this request (to keep it within post_max_size). */
+  submitBatchBodyBytes(req: Omit<SubmitBatchRequest, 'signal'>): number;
   /** Streams output file fileNum of the job's canonical instance to destPath. */
   fetchOutputFile(req: FetchOutputRequest): Promise<{ bytes: number }>;
   /** Streams an output a batch-collect assimilator kept (get_output3.php get_file) to destPath. */

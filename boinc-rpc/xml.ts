@@ -65,6 +65,12 @@ export class XmlRequest {
     return this;
   }
 
+  /** Markup put in as it is: only for XML the caller built from the server's own (e.g. a template). */
+  markup(xml: string): this {
+    this.parts.push(xml);
+    return this;
+  }
+
   toString(): string {
     return this.parts.join('') + `</${this.root}>\n`;
   }

@@ -27,6 +27,7 @@ export const ENV = {
   statusMaxAge: 'BOINC_BLAHP_STATUS_MAX_AGE',
   gatherMs: 'BOINC_BLAHP_GATHER_MS',
   leaseHours: 'BOINC_BLAHP_LEASE_HOURS',
+  keepFiles: 'BOINC_GAHP_KEEP_FILES',
 } as const;
 
 /** Set by a script that sourced blahp's loader, to the blah.config it read: the Node side then reads none itself. */
@@ -45,6 +46,7 @@ export const BLAH_CONFIG_KEYS: ReadonlyArray<readonly [string, string]> = [
   ['boinc_status_max_age', ENV.statusMaxAge],
   ['boinc_submit_gather_ms', ENV.gatherMs],
   ['boinc_lease_hours', ENV.leaseHours],
+  ['boinc_keep_files', ENV.keepFiles],
 ];
 
 /**

@@ -35,6 +35,8 @@ export interface GahpRunOptions {
   network?: NetworkSettings;
   commandConcurrency?: number;
   leaseSeconds?: number;
+  /** GahpConfig.keepFiles (default true). */
+  keepFiles?: boolean;
   maxLineBytes?: number;
   /** The project's PHP upload limits (GahpConfig: uploadBatchFiles, postMaxSize, uploadMaxFilesize). */
   maxFileUploads?: number;
@@ -50,6 +52,7 @@ export function defaultConfig(stateDir: string | undefined, overrides: Partial<G
   return {
     stateDir,
     defaultLeaseSeconds: 6 * 3600,
+    keepFiles: true,
     uploadConcurrency: 4,
     uploadBatchBytes: 64 * 1024 * 1024,
     hashWorkers: Math.max(1, Math.min(os.availableParallelism(), 8)),
@@ -84,6 +87,7 @@ export function createServices(opts: GahpRunOptions): GahpServices {
   }
   const config = defaultConfig(stateDir, {
     ...(opts.leaseSeconds ? { defaultLeaseSeconds: opts.leaseSeconds } : {}),
+    ...(opts.keepFiles !== undefined ? { keepFiles: opts.keepFiles } : {}),
     ...((opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS) > 0 ? { commandTimeoutMs: opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS } : {}),
     ...(opts.maxFileUploads ? { uploadBatchFiles: opts.maxFileUploads } : {}),
     ...(opts.postMaxSize ? { postMaxSize: opts.postMaxSize } : {}),

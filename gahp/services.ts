@@ -17,6 +17,12 @@ export interface GahpConfig {
   stateDir: string | undefined;
   /** Lease given to a new batch (expire_time = now + this), in seconds. */
   defaultLeaseSeconds: number;
+  /**
+   * Each job is sent the app's templates with `<no_delete/>` on every file, so the
+   * project's file_deleter leaves its inputs and outputs (gahp/staging/keep-files.ts;
+   * `--keep-files`, default yes).
+   */
+  keepFiles: boolean;
   /** How many upload_files requests may run at once. */
   uploadConcurrency: number;
   /** Largest total size of one upload_files request, in bytes. */

@@ -37,6 +37,14 @@ export const CLI_SETTING = {
   authenticatorFile: '--authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE)',
 } as const;
 
+/** A yes/no setting as people write it (yes/no, true/false, on/off, 1/0), or undefined when it is none of them. */
+export function parseYesNo(text: string): boolean | undefined {
+  const t = text.trim().toLowerCase();
+  if (['yes', 'true', 'on', '1'].includes(t)) return true;
+  if (['no', 'false', 'off', '0'].includes(t)) return false;
+  return undefined;
+}
+
 /** The state directory: --state-dir, else $XDG_STATE_HOME/boinc-gahp, else ~/.local/state/boinc-gahp. */
 export function defaultStateDir(): string {
   const base = process.env.XDG_STATE_HOME || path.join(os.homedir(), '.local', 'state');

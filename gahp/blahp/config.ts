@@ -5,7 +5,7 @@
  * this side reads blah.config itself, as text, from where blahpd reads it. Variables
  * already in blahpd's environment are used when blah.config lacks the key.
  */
-import { checkProjectUrl, defaultStateDir, noAuthenticatorFile, readAuthenticator } from '../settings.js';
+import { checkProjectUrl, defaultStateDir, noAuthenticatorFile, parseYesNo, readAuthenticator } from '../settings.js';
 import { BLAH_CONFIG_KEYS, blahConfigFile, blahpdHomeFromEnv, ENV, LOADED_CONFIG_ENV, readBlahConfig } from '../blahp-location.js';
 import { DEFAULT_LOG_ROTATION, Logger, parseLogSize, type LogLevel, type LogRotation } from '../log.js';
 import { blahpPaths, type BlahpPaths } from './state.js';
@@ -32,6 +32,8 @@ export interface BlahpConfig {
   gatherMs: number;
   /** Lease given to (and renewed for) a batch, in seconds. */
   leaseSeconds: number;
+  /** Mark each job's files no_delete (boinc_keep_files, default yes: GahpConfig.keepFiles). */
+  keepFiles: boolean;
   /** Largest number of jobs in one batch. */
   maxBatchJobs: number;
 }
@@ -42,6 +44,14 @@ function num(env: NodeJS.ProcessEnv, name: string, dflt: number, min: number, ma
   const n = Number(text);
   if (!Number.isFinite(n) || n < min || n > max) throw new BlahpConfigError(`${name} must be a number from ${min} to ${max}, got ${JSON.stringify(text.slice(0, 40))}`);
   return n;
+}
+
+function yesNo(env: NodeJS.ProcessEnv, name: string, dflt: boolean): boolean {
+  const text = env[name];
+  if (text === undefined || text.trim() === '') return dflt;
+  const b = parseYesNo(text);
+  if (b === undefined) throw new BlahpConfigError(`${name} must be yes or no, got ${JSON.stringify(text.slice(0, 40))}`);
+  return b;
 }
 
 /**
@@ -106,6 +116,7 @@ export function loadConfig(given: NodeJS.ProcessEnv = process.env, needProject =
     statusMaxAgeMs: num(env, ENV.statusMaxAge, 30, 0, 3600) * 1000,
     gatherMs: num(env, ENV.gatherMs, 300, 0, 10_000),
     leaseSeconds: Math.round(num(env, ENV.leaseHours, 6, 0.01, 24 * 30) * 3600),
+    keepFiles: yesNo(env, ENV.keepFiles, true),
     maxBatchJobs: 1000,
   };
   const log = env[ENV.log]?.trim();

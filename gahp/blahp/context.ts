@@ -40,6 +40,7 @@ export function openContext(cfg: BlahpConfig, log = loggerOf(cfg)): BlahpContext
           authenticator: authenticatorOf(cfg),
           rpcTimeoutMs: cfg.rpcTimeoutMs,
           leaseSeconds: cfg.leaseSeconds,
+          keepFiles: cfg.keepFiles,
         });
       }
       return services;

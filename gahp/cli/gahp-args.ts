@@ -13,9 +13,10 @@
 import { parseArgs } from 'node:util';
 import type { GlobalOptions } from './options.js';
 import { parseLogSize } from '../log.js';
+import { parseYesNo } from '../settings.js';
 import { parsePhpSize } from '../../boinc-rpc/upload-limits.js';
 
-type Kind = 'string' | 'boolean' | 'level' | 'positive' | 'nonNegative' | 'positiveInt' | 'phpSize' | 'logSize';
+type Kind = 'string' | 'boolean' | 'yesNo' | 'level' | 'positive' | 'nonNegative' | 'positiveInt' | 'phpSize' | 'logSize';
 
 /** The global options of the GAHP itself: name, kind, environment variable (as in program.ts). */
 const OPTIONS: ReadonlyArray<{ name: string; key: keyof GlobalOptions | 'protocol'; kind: Kind; env?: string }> = [
@@ -30,6 +31,7 @@ const OPTIONS: ReadonlyArray<{ name: string; key: keyof GlobalOptions | 'protoco
   { name: 'rpc-timeout', key: 'rpcTimeout', kind: 'positive', env: 'BOINC_GAHP_RPC_TIMEOUT' },
   { name: 'command-timeout', key: 'commandTimeout', kind: 'nonNegative', env: 'BOINC_GAHP_COMMAND_TIMEOUT' },
   { name: 'lease-hours', key: 'leaseHours', kind: 'positive', env: 'BOINC_GAHP_LEASE_HOURS' },
+  { name: 'keep-files', key: 'keepFiles', kind: 'yesNo', env: 'BOINC_GAHP_KEEP_FILES' },
   { name: 'concurrency', key: 'concurrency', kind: 'positiveInt', env: 'BOINC_GAHP_CONCURRENCY' },
   { name: 'proxy', key: 'proxy', kind: 'string', env: 'BOINC_GAHP_PROXY' },
   { name: 'no-proxy', key: 'noProxy', kind: 'string', env: 'BOINC_GAHP_NO_PROXY' },
@@ -46,8 +48,10 @@ const LEVELS: readonly string[] = ['error', 'warn', 'info', 'debug'];
 export const GAHP_ENV_NAMES: readonly string[] = OPTIONS.flatMap((o) => (o.env ? [o.env] : []));
 
 /** The value of a string-kind option, or undefined when it is not one program.ts would accept. */
-function convert(kind: Kind, text: string): string | number | undefined {
+function convert(kind: Kind, text: string): string | number | boolean | undefined {
   switch (kind) {
+    case 'yesNo':
+      return parseYesNo(text);
     case 'level':
       return LEVELS.includes(text) ? text : undefined;
     case 'nonNegative': {

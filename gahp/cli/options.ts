@@ -34,6 +34,8 @@ export interface GlobalOptions {
   commandTimeout?: number;
   /** Lease of the batches the GAHP creates (and the batch boinc route renews), hours. */
   leaseHours?: number;
+  /** Mark each job's files no_delete (default true; `--keep-files no`). */
+  keepFiles?: boolean;
   concurrency?: number;
   /** The proxy of every RPC, overriding the environment's ('' for none); boinc-rpc/network.ts. */
   proxy?: string;
@@ -82,6 +84,7 @@ export function runOptions(g: GlobalOptions): Omit<GahpRunOptions, 'input' | 'ou
     commandTimeoutMs: g.commandTimeout !== undefined ? g.commandTimeout * 1000 : undefined,
     rpcConcurrency: g.concurrency,
     leaseSeconds: g.leaseHours ? Math.max(1, Math.round(g.leaseHours * 3600)) : undefined,
+    ...(g.keepFiles !== undefined ? { keepFiles: g.keepFiles } : {}),
     network: networkSettings(g),
     maxFileUploads: g.maxFileUploads,
     postMaxSize: g.postMaxSize,

@@ -7,7 +7,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../create-services.js';
 import { GAHP_VERSION } from '../version.js';
 import { EXIT_USAGE, type GahpCliOptions, type GlobalOptions } from './options.js';
-import { UsageError } from '../settings.js';
+import { parseYesNo, UsageError } from '../settings.js';
 import { oneEditApart } from '../util.js';
 import { abortCmd, fetchCmd, leaseCmd, pingCmd, queryCmd, retireCmd, statusCmd } from './subcommands.js';
 import { SubmitFileError } from './submit-file.js';
@@ -27,6 +27,15 @@ const positiveNumber = (what: string) => numberArg(what, 'a positive number', (n
 const nonNegativeNumber = (what: string) =>
   numberArg(what, 'a number of seconds (0: none)', (n, v) => v.trim() !== '' && Number.isFinite(n) && n >= 0);
 const positiveInt = (what: string) => numberArg(what, 'a positive integer', (n) => Number.isInteger(n) && n > 0);
+
+/** A commander argParser for yes/no (yes/no, true/false, on/off, 1/0). */
+function yesNo(what: string) {
+  return (v: string): boolean => {
+    const b = parseYesNo(v);
+    if (b === undefined) throw new UsageError(`${what} must be yes or no, got "${v}"`);
+    return b;
+  };
+}
 
 /** A size as php.ini says it (8M, 2M, 512K, 1G, bytes), read by `parse` (parsePhpSize, parseLogSize). */
 function sizeArg(what: string, parse: (text: string) => number = parsePhpSize) {
@@ -76,6 +85,7 @@ function programWithGlobalOptions(): Command {
     .addOption(new Option('--rpc-timeout <seconds>', 'timeout of one BOINC RPC').env('BOINC_GAHP_RPC_TIMEOUT').argParser(positiveNumber('--rpc-timeout')))
     .addOption(new Option('--command-timeout <seconds>', `longest time to the result of one BOINC_* command, 0: none (default ${DEFAULT_COMMAND_TIMEOUT_MS / 1000}: under the gridmanager's 300 s call timeout; 'submit' has none)`).env('BOINC_GAHP_COMMAND_TIMEOUT').argParser(nonNegativeNumber('--command-timeout')))
     .addOption(new Option('--lease-hours <hours>', 'lease (BOINC expire_time) of the batches the GAHP creates, renewed for the batch boinc route while jobs are unfinished (default 6)').env('BOINC_GAHP_LEASE_HOURS').argParser(positiveNumber('--lease-hours')))
+    .addOption(new Option('--keep-files <yes|no>', "mark each job's input and output files <no_delete/> so the project's file_deleter leaves them until the GAHP has them (default yes; no: the project keeps outputs its own way)").env('BOINC_GAHP_KEEP_FILES').argParser(yesNo('--keep-files')))
     .addOption(new Option('--concurrency <n>', 'BOINC RPCs in flight at once per project').env('BOINC_GAHP_CONCURRENCY').argParser(positiveInt('--concurrency')))
     .addOption(new Option('--proxy <url>', 'HTTP proxy of every RPC and download, overriding http_proxy, https_proxy and all_proxy; "" for none').env('BOINC_GAHP_PROXY'))
     .addOption(new Option('--no-proxy <list>', 'hosts reached without the proxy, overriding no_proxy (comma list: names and their subdomains, IPs, CIDR, host:port, *)').env('BOINC_GAHP_NO_PROXY'))

@@ -18,6 +18,7 @@
  * A warm submit waits for four calls: the lookups, create_batch, query_files, submit_batch.
  */
 import type { BigIntStats } from 'node:fs';
+import type { AppTemplates, SubmitJob } from '../../boinc-rpc/types.js';
 import { PHP_DEFAULT_UPLOAD_LIMITS } from '../../boinc-rpc/upload-limits.js';
 import type { LedgerBatchPatch } from '../ledger/types.js';
 import type { AsyncCommand, HandlerContext } from '../protocol/commands.js';
@@ -35,6 +36,7 @@ import { withTemplateMemoryFloor } from '../staging/memory-bound.js';
 import { SubmitError, step } from '../staging/steps.js';
 import { checkBatchNames, inputCountProblem, jobProblem, nameTwiceProblem, orderInputs, statInputFiles, uniqueSources } from '../staging/validate.js';
 import { uploadLimitProblem } from '../staging/upload.js';
+import { keepingTemplates, withKeepingTemplates, type KeptJobs } from '../staging/keep-files.js';
 import { KeyedLock, errorMessage } from '../util.js';
 
 /**
@@ -324,7 +326,11 @@ async function submit(shared: SubmitShared, request: SubmitRequest, binding: Pro
     tSubmit = Date.now();
     const memory = withTemplateMemoryFloor(req.jobParams, templates.rscMemoryBound);
     if (memory.note) log.info(`${tag}: ${memory.note}`);
-    await step('submit_batch', () => submitBatch(rpc, { ...req, jobParams: memory.params }, batch.batchId, staged!.boincJobs, signal));
+    const toSend = keptJobs(config.keepFiles, staged.boincJobs, templates, shared.upload.postMaxSize ?? PHP_DEFAULT_UPLOAD_LIMITS.postMaxSize, (jobs) =>
+      rpc.submitBatchBodyBytes({ batchId: batch.batchId, batchName: req.batchName, appName: req.appName, appVersionNum: req.appVersionNum, jobParams: memory.params, jobs }),
+    );
+    if (toSend.note) log.warn(`${tag}: ${toSend.note}`);
+    await step('submit_batch', () => submitBatch(rpc, { ...req, jobParams: memory.params }, batch.batchId, toSend.jobs, signal));
   } catch (err) {
     if (signal.aborted && !ctx.deadlinePassed?.()) throw err;
     throw await withdrawAfterFailure(err, { rpc, batchName: req.batchName, batchId: batch.batchId, recordBatch, log: (l) => log.info(`${tag}: ${l}`) });
@@ -333,6 +339,16 @@ async function submit(shared: SubmitShared, request: SubmitRequest, binding: Pro
   await recordBatch({ batchId: batch.batchId, ...submittedPatch(jobs, staged.hashed, refused) });
   log.info(`${tag}: submitted ${staged.boincJobs.length} jobs into batch ${batch.batchId} in ${Date.now() - tSubmit} ms (total ${Date.now() - t0} ms)`);
   return refused.outcome();
+}
+
+/**
+ * The jobs as submit_batch sends them: with `keepFiles`, each carries the app's templates
+ * marked no_delete (gahp/staging/keep-files.ts), as far as the request stays within the
+ * project's post_max_size.
+ */
+function keptJobs(keepFiles: boolean, jobs: SubmitJob[], templates: AppTemplates, postMaxSize: number, bodyBytes: (jobs: SubmitJob[]) => number): KeptJobs {
+  if (!keepFiles) return { jobs };
+  return withKeepingTemplates(jobs, keepingTemplates(templates), bodyBytes, postMaxSize);
 }
 
 /** Whether the ledger's refused jobs of a batch are exactly these. */

@@ -15,7 +15,9 @@ async function boundSentFor(tag: string, requestMemoryMb: number): Promise<strin
   const batch = nameOf(sub.jobId!).replace(/_\d+$/, '');
   const calls = env().server.rpcLog().filter((e) => e.rpc === 'submit_batch' && e.raw.includes(`<batch_name>${batch}</batch_name>`));
   expect(calls).toHaveLength(1);
-  return /<rsc_memory_bound>([^<]*)<\/rsc_memory_bound>/.exec(calls[0]!.raw)?.[1];
+  // The batch's job_params, not the app's template each job carries (kept no_delete).
+  const batchPart = calls[0]!.raw.replace(/<input_template>[\s\S]*?<\/input_template>/g, '');
+  return /<rsc_memory_bound>([^<]*)<\/rsc_memory_bound>/.exec(batchPart)?.[1];
 }
 
 test('RequestMemory 64 (below the template) leaves the bound to the template; 4096 raises it', async () => {

@@ -147,8 +147,9 @@ describe('RPCs against the test server', () => {
     expect(cj.errorMask).toBe(0);
     expect(cj.canonicalResultId).toBeGreaterThan(0);
     expect(cj.exitStatus).toBe(0);
-    expect(await c.getTemplates({ appName: 'concat' })).toEqual({ inputOpenNames: ['a', 'b'], outputOpenNames: ['joined', 'info'], rscMemoryBound: 1e8 });
-    expect(await c.getTemplates({ jobName: jobNames[1]! })).toEqual({ inputOpenNames: ['a', 'b'], outputOpenNames: ['joined', 'info'], rscMemoryBound: 1e8 });
+    const concat = { inputOpenNames: ['a', 'b'], outputOpenNames: ['joined', 'info'], rscMemoryBound: 1e8 };
+    expect(await c.getTemplates({ appName: 'concat' })).toMatchObject(concat);
+    expect(await c.getTemplates({ jobName: jobNames[1]! })).toMatchObject(concat);
     for (const [fileNum, job] of [[0, jobNames[0]!], [1, jobNames[0]!], [0, jobNames[1]!]] as const) {
       const dest = path.join(tmp, `out-${seq++}`);
       const { bytes } = await c.fetchOutputFile({ jobName: job, fileNum, destPath: dest });

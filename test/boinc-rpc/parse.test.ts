@@ -274,7 +274,13 @@ describe('reply readers', () => {
       '<result>\n<file_ref>\n<file_name><OUTFILE_0/></file_name>\n<open_name>out</open_name>\n</file_ref>\n' +
       '<file_ref>\n<file_name><OUTFILE_1/></file_name>\n<open_name>log.zip</open_name>\n</file_ref>\n</result>\n</output_template>';
     const text = `<get_templates>\n<templates>\n${input}\n${output}\n</templates>\n</get_templates>\n`;
-    expect(parseTemplates('get_templates', text)).toEqual({ inputOpenNames: ['in', 'params.txt'], outputOpenNames: ['out', 'log.zip'] });
+    // The whole elements too (comments removed), for per-job templates.
+    expect(parseTemplates('get_templates', text)).toEqual({
+      inputOpenNames: ['in', 'params.txt'],
+      outputOpenNames: ['out', 'log.zip'],
+      inputTemplate: input.replace('<!-- <file_ref><open_name>old</open_name></file_ref> -->', ''),
+      outputTemplate: output,
+    });
     // Old templates without the wrappers.
     const old = text.replace(/<\/?input_template>/g, '').replace(/<\/?output_template>/g, '');
     expect(parseTemplates('get_templates', old)).toEqual({ inputOpenNames: ['in', 'params.txt'], outputOpenNames: ['out', 'log.zip'] });
