@@ -94,6 +94,23 @@ const STATUS_TEXT: Record<number, string> = {
 };
 
 /**
+ * A signal for one request, aborted with the caller's until unlink(). got adds an abort
+ * listener to the signal it is given and never removes it, and Node keeps a signal of
+ * AbortSignal.timeout() or AbortSignal.any() that has listeners, with all they reach,
+ * until it fires: given the caller's signal (a fetch's has a 5-minute timeout), every
+ * finished request, its reply and its socket's state stayed in memory that long, tens of
+ * KB a job over a cluster's drain (issue 44, item 10). This one is got's alone, and the
+ * caller's signal lets go of it when the request ends.
+ */
+function linkedSignal(signal: AbortSignal | undefined): { signal?: AbortSignal; unlink(): void } {
+  if (!signal) return { unlink: () => undefined };
+  const own = new AbortController();
+  const onAbort = () => own.abort(signal.reason);
+  signal.addEventListener('abort', onAbort, { once: true });
+  return { signal: own.signal, unlink: () => signal.removeEventListener('abort', onAbort) };
+}
+
+/**
  * All the HTTP of one client: its agents (kept-alive connections, one set per route), its
  * requests in flight; destroy() ends them all.
  */
@@ -197,7 +214,8 @@ export class HttpClient {
     if (opts.signal?.aborted) throw new HttpFailure('ABORT_ERR', 'aborted');
     if (this.destroyed) throw new HttpFailure('ECONNRESET', 'client closed');
     const [{ got }, route] = await Promise.all([this.load(), this.routes.route(url)]);
-    const options = this.common(route, opts.timeouts, opts.userAgent, opts.signal);
+    const link = linkedSignal(opts.signal);
+    const options = this.common(route, opts.timeouts, opts.userAgent, link.signal);
     const req = got.stream.post(url, {
       ...options,
       body: form,
@@ -215,6 +233,7 @@ export class HttpClient {
         settled = true;
         disarm();
         untrack();
+        link.unlink();
         req.destroy();
         reject(this.timeout(err, opts.timeouts) ?? this.failure(err, route, url, res !== undefined));
       };
@@ -236,6 +255,7 @@ export class HttpClient {
         settled = true;
         disarm();
         untrack();
+        link.unlink();
         const via = route.proxy && !route.tunnel ? { via: redactUrl(route.proxy) } : {};
         resolve({ status: res?.statusCode ?? 0, statusMessage: res?.statusMessage ?? '', headers: res?.headers ?? {}, body: Buffer.concat(chunks, bytes), ...via });
       });

@@ -14,7 +14,7 @@ import { FULL_MD5, QUICK_MD5, md5Figures } from './figures/md5.js';
 import { resultsDrainOnce } from './figures/drain.js';
 import { FETCH, QUICK_FETCH, fetchDrainOnce, type FetchFigures } from './figures/fetch.js';
 import { FULL_BIG, FULL_SUBMIT, QUICK_BIG, QUICK_SUBMIT, bigUploadOnce, makeSubmitInputs, removeInputs, submitOnce } from './figures/submit.js';
-import { makeQueryWorld, queryOnce, type QueryWorld } from './figures/query.js';
+import { makeQueryWorld, QUERY_WORLD_LATENCY_MS, queryOnce, type QueryWorld } from './figures/query.js';
 import { FULL_LATENCY, QUICK_LATENCY, versionLatencyOnce } from './figures/latency.js';
 import { SERVER_DELAY_MS, SMALL, idleOnce, sessionSubmitOnce, smallSubmitOnce } from './figures/small.js';
 
@@ -62,8 +62,6 @@ export interface BenchContext {
   queryWorld(): Promise<QueryWorld>;
 }
 
-/** Test-server latency per request for the query world: the real server's 20-50 ms, low end. */
-const WORLD_LATENCY_MS = 20;
 
 interface Figure {
   id: string;
@@ -276,8 +274,8 @@ async function main(): Promise<number> {
     queryWorld() {
       world ??= (async () => {
         const t0 = Date.now();
-        const w = await makeQueryWorld(100, 1000, { latencyMs: WORLD_LATENCY_MS });
-        ctx.note(`query world: 100 batches x 1,000 jobs made in ${((Date.now() - t0) / 1000).toFixed(1)} s; test server latency ${WORLD_LATENCY_MS} ms per request`);
+        const w = await makeQueryWorld(100, 1000, { latencyMs: QUERY_WORLD_LATENCY_MS });
+        ctx.note(`query world: 100 batches x 1,000 jobs made in ${((Date.now() - t0) / 1000).toFixed(1)} s; test server latency ${QUERY_WORLD_LATENCY_MS} ms per request`);
         return w;
       })();
       return world;

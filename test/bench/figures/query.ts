@@ -17,6 +17,9 @@ import { benchTempDir, removeTempDir } from '../lib/tmp.js';
 import { secondsSince } from '../lib/stats.js';
 import { batchName, jobsOver, submitLine } from './submit.js';
 
+/** Test-server latency per request for the query world: the real server's 20-50 ms, low end. */
+export const QUERY_WORLD_LATENCY_MS = 20;
+
 export interface QueryWorld {
   server: BenchServer;
   batches: string[];
@@ -69,8 +72,9 @@ export function queryLine(batches: readonly string[]): string {
   return `0 ${batches.length} ${batches.map(escapeToken).join(' ')}`;
 }
 
-export async function queryOnce(world: QueryWorld, batches: readonly string[]): Promise<{ seconds: number; rss_mb: number }> {
-  const gahp = await GahpDriver.start();
+/** One query of `batches` by a fresh GAHP (`bin`: another build's bin/boinc-gahp, for pairs.ts). */
+export async function queryOnce(world: QueryWorld, batches: readonly string[], bin?: string): Promise<{ seconds: number; rss_mb: number }> {
+  const gahp = await GahpDriver.start(bin ? { bin } : {});
   try {
     await gahp.startup();
     await gahp.selectProject(world.server.url, world.server.authenticator);
