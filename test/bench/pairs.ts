@@ -82,11 +82,16 @@ async function queryPairs(revA: string, revB: string, bins: string[], pairs: num
   const load = [os.loadavg()[0]!];
   const world = await makeQueryWorld(100, 1000, { latencyMs: QUERY_WORLD_LATENCY_MS });
   const secs: [number[], number[]] = [[], []];
+  const cpu: [number[], number[]] = [[], []];
   try {
     // One query of each first, not counted: the server's own first replies of this size.
     for (const bin of bins) await queryOnce(world, world.batches, bin);
     for (let i = 0; i < pairs; i++) {
-      for (const side of i % 2 === 0 ? [0, 1] : [1, 0]) secs[side]!.push((await queryOnce(world, world.batches, bins[side])).seconds);
+      for (const side of i % 2 === 0 ? [0, 1] : [1, 0]) {
+        const r = await queryOnce(world, world.batches, bins[side]);
+        secs[side]!.push(r.seconds);
+        cpu[side]!.push(r.cpu_s);
+      }
     }
   } finally {
     await world.close();
@@ -98,6 +103,7 @@ async function queryPairs(revA: string, revB: string, bins: string[], pairs: num
   console.log(`  B ${revB}: median ${f(median(secs[1]))} (${secs[1].map(f).join(' ')})`);
   console.log(`  B - A: median of the pairs' differences ${f(median(secs[1].map((b, i) => b - secs[0][i]!)))}`);
   console.log(`  B / A: median of the pairs' ratios ${f(median(secs[1].map((b, i) => b / secs[0][i]!)))}`);
+  console.log(`  the GAHP's CPU seconds over the query: A median ${f(median(cpu[0]))}, B median ${f(median(cpu[1]))}, B / A median of the pairs' ratios ${f(median(cpu[1].map((b, i) => b / cpu[0][i]!)))}`);
   return 0;
 }
 

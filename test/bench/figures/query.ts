@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { escapeToken } from '../../../gahp/protocol/escape.js';
 import { GahpDriver } from '../lib/driver.js';
-import { RssSampler } from '../lib/proc.js';
+import { cpuTicks, RssSampler } from '../lib/proc.js';
 import { BenchServer } from '../lib/server.js';
 import { benchTempDir, removeTempDir } from '../lib/tmp.js';
 import { secondsSince } from '../lib/stats.js';
@@ -73,15 +73,18 @@ export function queryLine(batches: readonly string[]): string {
 }
 
 /** One query of `batches` by a fresh GAHP (`bin`: another build's bin/boinc-gahp, for pairs.ts). */
-export async function queryOnce(world: QueryWorld, batches: readonly string[], bin?: string): Promise<{ seconds: number; rss_mb: number }> {
+export async function queryOnce(world: QueryWorld, batches: readonly string[], bin?: string): Promise<{ seconds: number; rss_mb: number; cpu_s: number }> {
   const gahp = await GahpDriver.start(bin ? { bin } : {});
   try {
     await gahp.startup();
     await gahp.selectProject(world.server.url, world.server.authenticator);
     const rss = new RssSampler(gahp.pid);
+    const ticks0 = cpuTicks(gahp.pid) ?? 0;
     const t0 = process.hrtime.bigint();
     const result = await gahp.callNotified('BOINC_QUERY_BATCHES', queryLine(batches));
     const seconds = secondsSince(t0);
+    // The GAHP's CPU over the query (clock ticks of 10 ms): less moved by other load than the wall clock.
+    const cpu_s = ((cpuTicks(gahp.pid) ?? 0) - ticks0) / 100;
     const rss_mb = rss.stop();
     // NULL <server_time> then per batch <n> (<job> <status>){n}
     const tokens = result.split(' ');
@@ -89,7 +92,7 @@ export async function queryOnce(world: QueryWorld, batches: readonly string[], b
     if (tokens[0] !== 'NULL' || tokens.length !== want) {
       throw new Error(`BOINC_QUERY_BATCHES gave ${tokens.length} tokens (want ${want}): ${result.slice(0, 300)}`);
     }
-    return { seconds, rss_mb };
+    return { seconds, rss_mb, cpu_s };
   } finally {
     await gahp.close();
   }
