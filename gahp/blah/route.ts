@@ -162,7 +162,14 @@ export class BlahRoute {
       if (b.state === 'failed') continue;
       b.jobs.forEach((j, n) => this.byKey.set(j.key, boincJobName(b.batch, n)));
     }
-    for (const [job, state] of finals) this.finals.set(job, state);
+    for (const [job, state] of finals) {
+      // Kept by an older version (no end recorded): kept until the batch's lease as it is now.
+      if (isKept(state) && state.keptUntil === undefined) {
+        const lease = this.batches.get(parseOurJobName(job)?.batch ?? '')?.leaseExpiresAt;
+        if (lease !== undefined) state.keptUntil = lease;
+      }
+      this.finals.set(job, state);
+    }
     this.loaded = true;
     // Batches a killed GAHP recorded but may not have sent: completed now (repeat-safe).
     const usable = (() => {
@@ -272,8 +279,8 @@ export class BlahRoute {
       if (n < 0) continue;
       const name = boincJobName(rec.batch, n);
       const fin = this.finals.get(name);
-      const isKept = (fin?.kind === 'held' && fin.resultKept) || (fin?.kind === 'cancelled' && fin.kept);
-      if (!isKept) continue;
+      // A result past its end is being given up (housekeeping): the job runs again.
+      if (!fin || !isKept(fin) || (fin.keptUntil !== undefined && fin.keptUntil <= Date.now() / 1000)) continue;
       const stored = rec.jobs[n]!;
       Object.assign(stored, { key, iwd: job.iwd, outputs: job.outputs });
       if (job.stdout) stored.stdout = job.stdout;
@@ -650,11 +657,14 @@ export class BlahRoute {
       this.fetchFailures.set(job.jobName, attempts);
       if (attempts >= MAX_FETCH_ATTEMPTS) {
         this.fetchFailures.delete(job.jobName);
+        const lease = this.batches.get(job.batch)?.leaseExpiresAt;
         this.setFinal(job, {
           kind: 'held',
-          reason: `BOINC finished job ${job.jobName} but its outputs could not be put in place (${attempts} attempts): ${msg}. The result is kept on BOINC: fix the cause and release the job to fetch it`,
+          reason: `BOINC finished job ${job.jobName} but its outputs could not be put in place (${attempts} attempts): ${msg}. The result is kept on BOINC${lease !== undefined ? ` until ${new Date(lease * 1000).toISOString()}` : ''}: fix the cause and release the job${lease !== undefined ? ' before then' : ''} to fetch it`,
           code: 0,
           resultKept: true,
+          // Kept no longer than the batch's lease as it is now, renewed or not for other jobs.
+          ...(lease !== undefined ? { keptUntil: lease } : {}),
         });
       }
     }
@@ -714,8 +724,8 @@ export class BlahRoute {
     const fin = this.finals.get(job.jobName);
     if (fin?.kind === 'cancelled' || fin?.kind === 'done') return;
     if (fin?.kind === 'held' && fin.resultKept) {
-      // Its result is on BOINC: kept for the job's return (nothing to abort).
-      this.setFinal(job, { kind: 'cancelled', kept: true });
+      // Its result is on BOINC: kept for the job's return (nothing to abort now), until its end.
+      this.setFinal(job, { kind: 'cancelled', kept: true, ...(fin.keptUntil !== undefined ? { keptUntil: fin.keptUntil } : {}) });
       return;
     }
     if (rec.state === 'claimed') await (this.settled.get(rec.batch)?.promise ?? this.settle(rec));
@@ -754,7 +764,7 @@ export class BlahRoute {
     return rec.jobs.every((_, n) => {
       const f = this.finals.get(boincJobName(rec.batch, n));
       // A held job whose result is kept keeps its batch open (retiring lets BOINC delete it).
-      return f !== undefined && !(f.kind === 'held' && f.resultKept) && !(f.kind === 'cancelled' && f.kept);
+      return f !== undefined && !isKept(f);
     });
   }
 
@@ -782,6 +792,44 @@ export class BlahRoute {
     }
   }
 
+  /**
+   * Kept results past their end (the batch's lease when they were kept): no job came back
+   * for them. A job held, then removed, sends nothing (the gridmanager cancels no held
+   * job), so this is the only way such a result ends. Each is aborted on BOINC, which
+   * lets it delete the files even while other jobs keep the batch open, and the job's
+   * final state says the result is gone (a release now runs the job again); the batch is
+   * retired when nothing else is left.
+   */
+  private async giveUpKept(rec: StoredBatch, nowS: number, binding: ProjectBinding): Promise<void> {
+    const expired: ParsedJobName[] = [];
+    rec.jobs.forEach((_, n) => {
+      const name = boincJobName(rec.batch, n);
+      const f = this.finals.get(name);
+      if (f && isKept(f) && f.keptUntil !== undefined && f.keptUntil <= nowS) {
+        expired.push({ jobName: name, batch: rec.batch, n });
+      }
+    });
+    if (expired.length === 0) return;
+    try {
+      await abortJobsCommand(this.services).run({ request: { jobNames: expired.map((j) => j.jobName) }, binding }, this.handler('abort', this.rpcTimeoutMs * 2));
+    } catch (err) {
+      if (err instanceof BoincRpcError && err.kind === 'transport') {
+        this.services.log.warn(`batch boinc: giving up the kept results of ${rec.batch}: abort failed (tried again later): ${errorMessage(err)}`);
+        return;
+      }
+      // The server refuses (the batch or job is gone): nothing is left to keep either.
+      this.services.log.warn(`batch boinc: giving up the kept results of ${rec.batch}: abort refused: ${errorMessage(err)}`);
+    }
+    for (const job of expired) {
+      const f = this.finals.get(job.jobName) as Extract<FinalState, { kind: 'held' | 'cancelled' }>;
+      const until = new Date((f.keptUntil ?? nowS) * 1000).toISOString();
+      this.setFinal(job, f.kind === 'held'
+        ? { kind: 'held', code: f.code, reason: `${f.reason.replace(/\. The result is kept on BOINC.*$/, '')}. Its result was kept on BOINC until ${until} (its batch's lease then) and is given up: a release runs the job again` }
+        : { kind: 'cancelled' });
+      this.services.log.info(`batch boinc: ${job.jobName}: its kept result was given up (kept until ${until}, no job came back for it): aborted on BOINC`);
+    }
+  }
+
   private async housekeeping(): Promise<void> {
     if (this.shutdown.signal.aborted) return;
     let binding: ProjectBinding;
@@ -794,6 +842,7 @@ export class BlahRoute {
     const lease = this.services.config.defaultLeaseSeconds;
     for (const rec of this.batches.values()) {
       if (rec.state !== 'submitted' || rec.projectUrl !== binding.project.url || this.gone.has(rec.batch)) continue;
+      await this.giveUpKept(rec, nowS, binding);
       if (this.batchFinished(rec)) {
         await this.retire(rec);
       } else if (this.onlyKeptLeft(rec)) {
@@ -814,6 +863,11 @@ export class BlahRoute {
       }
     }
   }
+}
+
+/** A final state whose result is kept on BOINC for the job's return (a release). */
+function isKept(f: FinalState): f is Extract<FinalState, { kind: 'held' | 'cancelled' }> {
+  return (f.kind === 'held' && f.resultKept === true) || (f.kind === 'cancelled' && f.kept === true);
 }
 
 function parseOurJobName(name: string): ParsedJobName | undefined {

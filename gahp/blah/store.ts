@@ -52,10 +52,16 @@ export interface StoredBatch {
   error?: string;
 }
 
+/**
+ * A kept result (`resultKept`, `kept`: the job finished on BOINC but its outputs could not
+ * be put in place) is kept until `keptUntil` (seconds since the epoch: the end of its
+ * batch's lease when it was kept; absent in records of older versions, which read as the
+ * batch's lease at start-up), then given up (docs/blah-route.md, "Statuses, outputs, cancels").
+ */
 export type FinalState =
   | { kind: 'done'; exitCode: number; wallClock: number; cpu: number }
-  | { kind: 'cancelled'; kept?: boolean }
-  | { kind: 'held'; reason: string; code: number; resultKept?: boolean };
+  | { kind: 'cancelled'; kept?: boolean; keptUntil?: number }
+  | { kind: 'held'; reason: string; code: number; resultKept?: boolean; keptUntil?: number };
 
 export class BlahStore {
   readonly dir: string;

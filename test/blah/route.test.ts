@@ -276,9 +276,52 @@ test('a kept result nobody comes back for: its lease is not renewed, and once it
   expect(batchOf(kept.jobId).state).toBe(4);
   expect(batchOf(kept.jobId).expireTime).toBe(leaseEnd);
   expect(Date.now() / 1000).toBeGreaterThanOrEqual(leaseEnd);
-  expect(server.jobs().find((j) => j.name === nameOf(kept.jobId))!.aborted).toBe(false);
+  // Given up before the batch is retired: aborted on BOINC (which deletes a finished job's files).
+  expect(server.rpcLog().some((e) => e.rpc === 'abort_jobs' && e.raw.includes(`<job_name>${nameOf(kept.jobId)}</job_name>`))).toBe(true);
   for (let i = 0; i < 80 && batchOf(running.jobId).expireTime === runningLease; i++) await new Promise((r) => setTimeout(r, 500));
   expect(batchOf(running.jobId).expireTime).toBeGreaterThan(runningLease);
+}, 3 * LONG);
+
+test('a kept result whose job never comes back (held, then removed: no cancel comes) is given up when the lease it was kept under runs out, though other jobs keep its batch open and renewed', async () => {
+  // --lease-hours 0.01 = 36 s: a batch is renewed once less than half is left.
+  const g = await BlahGridmanager.start(server.url, authFile, { env: { BOINC_GAHP_LEASE_HOURS: '0.01' } });
+  open.push(g);
+  const batchOf = (id: string) => server.batches().find((b) => b.name === nameOf(id).replace(/_\d+$/, ''))!;
+  // Submitted together: one batch, one job whose outputs cannot be put in place, one that runs on.
+  const [kept, running] = await g.submitMany([
+    job('removed\n', { TransferOutputRemaps: 'out = nodir/out.0', JobDirectory: 'home_bl_127.0.0.1_19718_alice_vm_12.0_1796300001' }),
+    job('runs on\n', { JobDirectory: 'home_bl_127.0.0.1_19718_alice_vm_12.1_1796300001' }),
+  ]);
+  await onServer([kept!.jobId, running!.jobId]);
+  expect(batchOf(kept!.jobId).name).toBe(batchOf(running!.jobId).name);
+  server.advanceJob(nameOf(running!.jobId), 'IN_PROGRESS');
+  server.clearRpcLog();
+  const keptLease = batchOf(kept!.jobId).expireTime;
+  server.advanceJob(nameOf(kept!.jobId), 'DONE');
+  const held = await g.waitStatus(kept!.jobId, 5, 60_000);
+  expect(held.ad).toMatch(/The result is kept on BOINC/);
+  // condor_rm of the held job: the gridmanager sends nothing. Statuses of the running job go on.
+  const abortOf = () => server.rpcLog().find((e) => e.rpc === 'abort_jobs' && e.raw.includes(`<job_name>${nameOf(kept!.jobId)}</job_name>`));
+  const until = Math.max(Date.now(), keptLease * 1000) + 90_000;
+  while (!abortOf() && Date.now() < until) {
+    expect((await g.status(running!.jobId)).jobStatus).toBe(2);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  const abort = abortOf();
+  expect(abort).toBeDefined();
+  // Not before the lease it was kept under ran out, though the batch's was renewed meanwhile;
+  // the hold said until when.
+  expect(abort!.time).toBeGreaterThanOrEqual(keptLease - 1);
+  expect(held.ad).toMatch(/The result is kept on BOINC until \d{4}-\d\d-\d\dT[0-9:.]+Z: fix the cause and release the job before then/);
+  expect(batchOf(kept!.jobId).expireTime).toBeGreaterThan(keptLease);
+  expect(abort!.raw).not.toContain(`<job_name>${nameOf(running!.jobId)}</job_name>`);
+  // Released now, it would run again: the held state says so.
+  expect((await g.status(kept!.jobId)).ad).toMatch(/kept on BOINC until .* and is given up: a release runs the job again/);
+  // The other job ends: nothing is left and the batch is retired at once.
+  server.advanceJob(nameOf(running!.jobId), 'DONE');
+  expect((await g.waitStatus(running!.jobId, 4, 60_000)).jobStatus).toBe(4);
+  for (let i = 0; i < 120 && batchOf(kept!.jobId).state !== 4; i++) await new Promise((r) => setTimeout(r, 500));
+  expect(batchOf(kept!.jobId).state).toBe(4);
 }, 3 * LONG);
 
 test("a run's error file holds only that run's stderr; a job never seen running is not reported running while its outputs are fetched", async () => {
