@@ -69,6 +69,7 @@ function programWithGlobalOptions(): Command {
       '  boinc-gahp --project-url URL --authenticator-file FILE ping    does the project accept the account?\n' +
       '  boinc-gahp submit job.sub            submit, wait, fetch the outputs (the file names the project)\n' +
       '  boinc-gahp submit job.sub --no-wait  submit and return; the same command without --no-wait resumes\n' +
+      '  boinc-gahp submit --cluster 7        resume cluster 7 by its id, whatever became of its file\n' +
       '  boinc-gahp status                    the batches submitted from here, their leases and jobs\n' +
       '  boinc-gahp blahp install             BOINC as a batch system for HTCondor 23+ and HTCondor-CE')
     .version(GAHP_VERSION, '-V, --version')

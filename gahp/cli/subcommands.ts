@@ -346,6 +346,7 @@ function clusterJson(g: GlobalOptions, rec: SubmitRecord, store: SubmitStore): R
   const jobs = store.loadJobs(rec.cluster)?.procs.length;
   return {
     cluster: rec.cluster,
+    ...(rec.rerunOf !== undefined ? { rerunOf: rec.rerunOf } : {}),
     submitFile: rec.submitFile,
     ...(rec.cwd !== undefined ? { cwd: rec.cwd } : {}),
     project: rec.projectUrl,
@@ -407,7 +408,8 @@ export async function statusCmd(g: GlobalOptions, o: StatusOptions, cluster?: nu
   }
   for (const rec of clusters) {
     const shown = new Set(Object.values(rec.batches)).size;
-    process.stdout.write(`cluster ${rec.cluster} of ${rec.submitFile}: ${clusterState(rec)} (${shown} batch${shown === 1 ? '' : 'es'})\n`);
+    const rerun = rec.rerunOf !== undefined ? ` (the failed jobs of cluster ${rec.rerunOf}, run again)` : '';
+    process.stdout.write(`cluster ${rec.cluster}${rerun} of ${rec.submitFile}: ${clusterState(rec)} (${shown} batch${shown === 1 ? '' : 'es'})\n`);
     const next = clusterNext(g, rec);
     if (next !== undefined) process.stdout.write(`  ${next}\n`);
   }

@@ -119,8 +119,11 @@ export async function planSubmit(g: GlobalOptions, target: SubmitTarget, checks:
   const here = process.cwd();
   const matches = jobsMatcher(text, file, key, here);
   /** The cluster of the file this run resumes: its newest unfinished one whose jobs the file makes, else its newest when that one matches (complete or cancelled: said so). */
-  const resumed = (recs: SubmitRecord[]): SubmitRecord | undefined =>
-    recs.find((r) => open(r) && matches(r)) ?? (recs[0] !== undefined && matches(recs[0]) ? recs[0] : undefined);
+  const resumed = (all: SubmitRecord[]): SubmitRecord | undefined => {
+    // (A rerun of failed jobs is the file's too, but of only some of its jobs: found by its id.)
+    const recs = all.filter((r) => r.rerunOf === undefined);
+    return recs.find((r) => open(r) && matches(r)) ?? (recs[0] !== undefined && matches(recs[0]) ? recs[0] : undefined);
+  };
   const ofFile = store.forFile(abs);
   const known = fresh ? undefined : resumed(ofFile);
   const cwd = known?.cwd ?? here;
@@ -131,7 +134,7 @@ export async function planSubmit(g: GlobalOptions, target: SubmitTarget, checks:
   for (const note of desc.notes) process.stderr.write(`note: ${note}\n`);
   if (desc.procs.length === 0) throw new SubmitFileError(file, 1, 'the queue statements make no jobs');
   checkArguments(file, desc);
-  const pending = ofFile.filter((r) => r !== known && unfinished(r));
+  const pending = ofFile.filter((r) => r !== known && r.rerunOf === undefined && unfinished(r));
   if (!known && !fresh && pending.length > 0) {
     const latest = pending[0]!;
     throw new UsageError(`${file} changed since cluster ${latest.cluster} was submitted from it, and its jobs are not finished: ` +
@@ -174,7 +177,7 @@ export async function planSubmit(g: GlobalOptions, target: SubmitTarget, checks:
   if (rec.cwd !== here) {
     process.stderr.write(`note: relative paths in ${file} are read from ${rec.cwd}, where cluster ${rec.cluster} was submitted\n`);
   }
-  return finishPlan({ file, stateDir, project, store, rec, procs: desc.procs, byId: false, others: pending.filter((r) => r !== rec) });
+  return finishPlan({ file, stateDir, project, store, rec, procs: desc.procs, byId: false, others: store.forFile(abs).filter((r) => r.cluster !== rec.cluster && unfinished(r)) });
 }
 
 /** `submit --cluster N`: the cluster's jobs as kept when it was made, whatever became of its file since. */

@@ -15,6 +15,7 @@
  * leases, and (unless --no-wait) polls until every batch is retired: each round marks failed
  * jobs, fetches the outputs of done ones, retires finished batches and renews leases.
  */
+import * as path from 'node:path';
 import type { BoincClient } from '../../boinc-rpc/client.js';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
@@ -100,7 +101,10 @@ export async function submitCmd(g: GlobalOptions, file: string | undefined, o: S
     return EXIT_FAILED;
   }
   if ([...procsByApp.keys()].every((app) => rec.retired.includes(rec.batches[app]!))) {
-    const failedHint = Object.keys(rec.failed).length ? `; to run just its failed jobs again, run: ${commandToRun(g, ['submit', '--cluster', String(rec.cluster), '--rerun-failed'])}` : '';
+    const rerun = plan.store.all().filter((r) => r.rerunOf === rec.cluster).map((r) => r.cluster).pop();
+    const failedHint = !Object.keys(rec.failed).length ? ''
+      : rerun !== undefined ? `; its failed jobs were run again as cluster ${rerun}: ${commandToRun(g, ['status', String(rerun)])}`
+        : `; to run just its failed jobs again, run: ${commandToRun(g, ['submit', '--cluster', String(rec.cluster), '--rerun-failed'])}`;
     out(`cluster ${rec.cluster} is already complete (batches retired); ${newClusterHint(g, plan)}${failedHint}`);
     return Object.keys(rec.failed).length ? EXIT_FAILED : EXIT_OK;
   }
@@ -170,7 +174,7 @@ function submitCommand(g: GlobalOptions, plan: SubmitPlan, extra: string[] = [])
 function newClusterHint(g: GlobalOptions, plan: SubmitPlan): string {
   const cwd = plan.rec.cwd ?? process.cwd();
   if (!plan.byId && cwd === process.cwd()) return `to submit it again as a new cluster, run: ${submitCommand(g, plan, ['--new'])}`;
-  return `to submit ${plan.file} again as a new cluster (as it reads now), run: ${commandToRun(g, ['submit', plan.file, '--new'], { cd: cwd })}`;
+  return `to submit ${plan.file} again as a new cluster (as it reads now), run: ${commandToRun(g, ['submit', path.resolve(plan.file), '--new'], { cd: cwd })}`;
 }
 
 /** What one status poll brought: go on with this round, or ask again after the poll interval. */

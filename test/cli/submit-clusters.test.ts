@@ -137,6 +137,17 @@ test('(3) a resume from the parent directory resolves relative paths from where 
   expect(resumed.stderr).toContain(`relative paths in work/cwd/c.sub are read from ${work}, where cluster 1 was submitted`);
   expect(own.jobs().length).toBe(jobs);
   for (const p of [0, 1]) expect(fs.readFileSync(path.join(work, `out.${p}`), 'latin1')).toBe('FROM CWD\n');
+
+  // Complete now: the command that submits it again as a new cluster runs where it was submitted from.
+  const complete = ok(await runCli(['--state-dir', state(), 'submit', 'work/cwd/c.sub'], { cwd: dir }), 'the complete cluster');
+  const hint = /^cluster 1 is already complete \(batches retired\); to submit work\/cwd\/c\.sub again as a new cluster \(as it reads now\), run: (cd \S+ && .+)$/m.exec(complete.stdout)![1]!;
+  fs.rmSync(path.join(work, 'out.0'));
+  const again = startCli(['-c', hint], { command: 'sh', cwd: dir });
+  await again.waitFor(/^submitted condor#/m);
+  own.advanceAll();
+  ok(await again.exited, `the hint ${hint}`);
+  expect(own.batches()).toHaveLength(2);
+  expect(fs.readFileSync(path.join(work, 'out.0'), 'latin1')).toBe('FROM CWD\n');
 });
 
 test('(4) a batch that vanished from the server before its lease ended is reported as vanished; nothing is submitted again until the command it names', async () => {
@@ -258,6 +269,8 @@ describe('smaller points of the same family (issue 43, item 6)', () => {
     expect(own.batches()[1]!.jobNames).toHaveLength(1);
     // The job as it was: its output where cluster 1's job 1 would have put it.
     expect(fs.readFileSync(path.join(dir, 'out.1.1'), 'latin1')).toBe('ABC\n');
+    const later = await submit('job.sub');
+    expect(later.stdout).toMatch(/its failed jobs were run again as cluster 2: \S+ --state-dir \S+ status 2$/m);
   });
 
   test("a second cluster's error file starts fresh, as condor_submit starts it", async () => {
