@@ -1,9 +1,12 @@
 /**
  * The first step of `boinc-gahp submit` (submit.ts): everything decided before a GAHP is
  * started. The submit file is read and checked, its project picked, its cluster id taken
- * (or found from an earlier run, submit-state.ts) and its jobs named as HTCondor's
- * gridmanager names them (boincjob.cpp): one batch per app `condor#<schedd>#<app>#<time>`,
- * jobs `<batch>#<cluster>.<proc>`. Nothing is sent anywhere.
+ * (or found from an earlier run, submit-state.ts) and its jobs named: one batch per app
+ * `boinc-gahp-<state dir id>-<host>-<app>-<time>`, jobs `<batch>_<cluster>.<proc>`, names
+ * BOINC's own pages take (is_valid_filename: `^[\w\-. ]+$`, at most 255; get_output3.php
+ * refuses any other, docs/boinc-server.md). Batches recorded before under HTCondor's shape
+ * (`condor#<schedd>#<app>#<time>`, jobs `<batch>#<cluster>.<proc>`) keep it: their jobs
+ * are on BOINC under those names. Nothing is sent anywhere.
  */
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
@@ -33,12 +36,19 @@ function scheddName(stateDir: string): string {
   return `boinc-gahp-${dirId}@${host}`;
 }
 
+/** The app as part of a name BOINC's check takes: other characters become `-`, and then (or when long) a hash keeps it distinct. */
+function appPart(app: string): string {
+  const safe = app.replace(/[^\w.-]/g, '-');
+  if (safe === app && app.length <= 64) return app;
+  return `${safe.slice(0, 64)}-${createHash('sha256').update(app).digest('hex').slice(0, 8)}`;
+}
+
 function batchName(stateDir: string, app: string, createdAt: number): string {
-  return `condor#${scheddName(stateDir)}#${app}#${createdAt}`;
+  return `${scheddName(stateDir).replace('@', '-').slice(0, 84)}-${appPart(app)}-${createdAt}`;
 }
 
 function jobName(batch: string, cluster: number, proc: number): string {
-  return `${batch}#${cluster}.${proc}`;
+  return batch.startsWith('condor#') ? `${batch}#${cluster}.${proc}` : `${batch}_${cluster}.${proc}`;
 }
 
 /** BOINC_SUBMIT arguments after the reqid, exactly as the gridmanager builds them. */

@@ -111,11 +111,13 @@ test('a submit file using every supported command runs, outputs land where HTCon
   expect(r.stdout).toMatch(/cluster 1: 6 jobs done, outputs fetched; 0 failed/);
   checkEveryCommandOutputs(1);
 
-  // Batch names as the gridmanager makes them; job names end with #<cluster>.<proc>.
+  // Batch names boinc-gahp-<dir>-<host>-<app>-<time>; job names end with _<cluster>.<proc>;
+  // every name one BOINC's pages take (is_valid_filename: get_output3.php's check).
   const batches = server.batches().filter((b) => b.owner !== undefined);
-  const ours = batches.filter((b) => /^condor#boinc-gahp-[0-9a-f]{8}@[^#]+#(concat|uppercase)#[0-9]+$/.test(b.name));
+  const ours = batches.filter((b) => /^boinc-gahp-[0-9a-f]{8}-[A-Za-z0-9.-]+-(concat|uppercase)-[0-9]+$/.test(b.name));
   expect(ours.map((b) => b.app).sort()).toEqual(['concat', 'uppercase']);
-  expect(ours.flatMap((b) => b.jobNames.map((j) => j.slice(j.lastIndexOf('#') + 1))).sort()).toEqual(['1.0', '1.1', '1.2', '1.3', '1.4', '1.5']);
+  expect(ours.flatMap((b) => b.jobNames.map((j) => j.slice(j.lastIndexOf('_') + 1))).sort()).toEqual(['1.0', '1.1', '1.2', '1.3', '1.4', '1.5']);
+  for (const j of ours.flatMap((b) => b.jobNames)) expect([j, /^[\w\-. ]+$/.test(j) && j.length <= 255]).toEqual([j, true]);
   expect(ours.every((b) => b.state === 4)).toBe(true); // retired
 
   // Same file again: resumes (already complete), nothing new on the server.
@@ -180,7 +182,7 @@ async function resumeHintResumes(own: TestBoincServer): Promise<void> {
   // hint without --state-dir would submit a second batch from there.
   const env = { PATH: `${path.dirname(GAHP_BIN)}${path.delimiter}${process.env.PATH}`, XDG_STATE_HOME: path.join(dir, 'xdg') };
   const first = startCli(['--state-dir', stateDir, '--project-url', own.url, '--authenticator-file', authFile, 'submit', 'job90.sub', '--poll', '0.2'], { cwd: dir, env });
-  await first.waitFor(/^submitted condor#/m);
+  await first.waitFor(/^submitted boinc-gahp-/m);
   first.child.kill('SIGINT');
   const interrupted = await first.exited;
   expect(interrupted.code).toBe(130);
@@ -223,7 +225,7 @@ test('a job that fails on BOINC makes submit exit 1 naming the job and its exit 
   expect(r.stdout).toMatch(/0 jobs done, outputs fetched; 1 failed/);
   // The test server answers as the real one: query_completed_job dies for a failed job,
   // query_batch with job details reports the failed instance's exit status.
-  expect(r.stdout).toMatch(/^ {2}\S+#1\.0: BOINC reports ERROR: its instance failed with exit status 7 \(too many error results\)$/m);
+  expect(r.stdout).toMatch(/^ {2}\S+_1\.0: BOINC reports ERROR: its instance failed with exit status 7 \(too many error results\)$/m);
   expect(r.stderr).toMatch(/^job 1\.0 failed on BOINC: BOINC reports ERROR: its instance failed with exit status 7/m);
 });
 
@@ -326,7 +328,7 @@ describe('finished results are never given up (issue 37, item 1)', () => {
       fs.mkdirSync(path.join(dir, 'res'));
       writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'transfer_output_files = out', 'transfer_output_remaps = "out = res/out.$(Process)"', 'queue 2'], own.url);
       const waiting = startCli(['--state-dir', state(), 'submit', 'job.sub', '--poll', '0.3'], { cwd: dir });
-      await waiting.waitFor(/^submitted condor#/m);
+      await waiting.waitFor(/^submitted boinc-gahp-/m);
       fs.rmdirSync(path.join(dir, 'res'));
       own.advanceAll();
       const failed = await waiting.exited;
@@ -427,7 +429,7 @@ describe('limits met before anything is submitted (issue 37, item 5)', () => {
       fs.writeFileSync(path.join(dir, 'in.txt'), 'x\n');
       writeSubmitFile('job.sub', 'uppercase', ['transfer_input_files = in.txt', 'queue'], own.url);
       const run = startCli(['--state-dir', state(), 'submit', 'job.sub', '--timeout', '2', '--poll', '30'], { cwd: dir });
-      await run.waitFor(/^submitted condor#/m);
+      await run.waitFor(/^submitted boinc-gahp-/m);
       const submitted = Date.now();
       const r = await run.exited;
       expect(Date.now() - submitted).toBeLessThan(3000);
@@ -761,7 +763,7 @@ test('Ctrl-C while inputs are staged says at once that it stops after the submit
     own.clearFaults();
     own.advanceAll();
     const resumed = startCli(['--state-dir', state(), 'submit', 'job.sub', '--poll', '0.3'], { cwd: dir });
-    await resumed.waitFor(/^submitted condor#/m);
+    await resumed.waitFor(/^submitted boinc-gahp-/m);
     own.advanceAll();
     const done = await resumed.exited;
     if (done.code !== 0) throw new Error(`exit ${done.code}: ${done.stderr}${done.stdout}`);
