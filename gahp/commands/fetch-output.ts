@@ -24,6 +24,15 @@
  * such output, and the stderr file, when BOINC's stderr is empty, are created empty (unless
  * there already).
  *
+ * Where the files come from (gahp/output/job-outputs.ts; docs/boinc-server.md,
+ * "Batch-collect projects: get_output3.php"): get_output.php, and where that answers `ERROR:
+ * no such file`, the batch-collect location through get_output3.php with the authenticator
+ * as cookie: get_file where BOINC's name check takes the job's name, else the batch's zip,
+ * fetched once per batch and kept in the state directory until its jobs are placed
+ * (docs/storage.md, "Batch-collect zips"). Which of the two an app uses is learnt and
+ * remembered per project and app, so later fetches go to the right page first. A
+ * `<gzip_when_done/>` output is unpacked: the file is the one the job wrote.
+ *
  * Everything is downloaded to hidden temp files beside the destinations first and renamed
  * into place only when all are complete: an error (an `ERROR: ` body, a refused zip, a
  * missing file, a full disk) writes nothing, and a kill -9 never leaves a partial file
@@ -35,7 +44,8 @@
  * earlier fetch when it fits (gahp/app-templates.ts); a fetch that fails with it for a reason
  * other than the network, the disk or a cancel asks again once and, when the outputs
  * differ, starts over with the new answer. For any other job, get_templates by job name.
- * So a fetch makes one query_completed_job and one download per output file, and
+ * So a fetch makes one query_completed_job and one download per output file (a batch-collect
+ * app's: get_file each, or its share of one zip per batch), and
  * get_templates about once per app and batch (docs/boinc-server.md, "Templates kept between
  * fetches").
  *
