@@ -9,7 +9,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { stopBlahpFetcher } from '../support/blahpd.js';
-import { jobDir, nameOf, blahpEnvForFile } from './support.js';
+import { jobDir, nameOf, blahpEnvForFile, waitForStatus } from './support.js';
 
 const LONG = 120_000;
 const RETIRED = 4;
@@ -55,11 +55,7 @@ test('a batch stays open while a job is unfinished; cancelling its last one (aft
   await cancel(ids[0]!);
   expect(batchState(batch)).toBe(1);
   env().server.advanceJob(nameOf(ids[1]!), 'DONE');
-  for (let i = 0; i < 100; i++) {
-    if ((await env().blahpd.status(ids[1]!)).answer?.jobStatus === 4) break;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  expect((await env().blahpd.status(ids[1]!)).answer!.jobStatus).toBe(4);
+  expect((await waitForStatus(env(), ids[1]!, 4, 60_000)).answer!.jobStatus).toBe(4);
   await cancel(ids[2]!);
   expect(batchState(batch)).toBe(RETIRED);
 }, LONG);
