@@ -25,7 +25,7 @@ async function submitSideBySide(env: BlahpEnv, jobs: BlahpJob[]): Promise<string
 
 /** Status calls until the job is held (until then it reads as running); its HoldReason. */
 async function holdReason(env: BlahpEnv, id: string): Promise<unknown> {
-  const until = Date.now() + 30_000;
+  const until = Date.now() + 60_000; // generous: the hold takes the background worker, late on a loaded machine
   for (;;) {
     const st = await env.blahpd.status(id);
     expect(st.problem).toBeUndefined();

@@ -32,7 +32,8 @@ async function status(id: string): Promise<StatusOutcome> {
   return st;
 }
 
-async function waitForStatus(id: string, want: number, ms = 30_000): Promise<StatusOutcome> {
+/** As support.ts's waitForStatus (generous bound), each answer checked as blahpd reads it. */
+async function waitForStatus(id: string, want: number, ms = 60_000): Promise<StatusOutcome> {
   const until = Date.now() + ms;
   for (;;) {
     const st = await status(id);

@@ -138,8 +138,12 @@ export function jobDir(env: BlahpEnv, name: string, input: string): string {
 
 export const nameOf = (id: string): string => id.slice('boinc/'.length);
 
-/** Asks blahpd for the job's status until it is `want` (or the time is up); returns the last answer. */
-export async function waitForStatus(env: BlahpEnv, id: string, want: number, ms = 30_000): Promise<StatusOutcome> {
+/**
+ * Asks blahpd for the job's status until it is `want` (or the time is up); returns the last
+ * answer. The default bound is generous: a final status takes the detached background
+ * worker (a node process of its own), which a loaded 2-core machine (CI) starts late.
+ */
+export async function waitForStatus(env: BlahpEnv, id: string, want: number, ms = 60_000): Promise<StatusOutcome> {
   const until = Date.now() + ms;
   for (;;) {
     const st = await env.blahpd.status(id);

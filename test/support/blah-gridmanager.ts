@@ -120,8 +120,11 @@ export class BlahGridmanager {
     return { rc: Number(rc), message: message! };
   }
 
-  /** Polls a job's status until it is `want` (or the time is up); returns the last answer. */
-  async waitStatus(jobId: string, want: number, ms = 30_000): Promise<StatusResult> {
+  /**
+   * Polls a job's status until it is `want` (or the time is up); returns the last answer.
+   * The default bound is generous: a loaded 2-core machine (CI) runs the GAHP's fetches late.
+   */
+  async waitStatus(jobId: string, want: number, ms = 60_000): Promise<StatusResult> {
     const until = Date.now() + ms;
     for (;;) {
       const st = await this.status(jobId);
