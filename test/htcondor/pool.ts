@@ -103,7 +103,9 @@ export class PersonalPool {
       'CONDOR_ADMIN =',
       'JOB_DEFAULT_NOTIFICATION = NEVER',
       'GRIDMANAGER_DEBUG = D_FULLDEBUG',
-      'GRIDMANAGER_JOB_PROBE_INTERVAL = 10',
+      // HTCONDOR_CHECK_PROBE_INTERVAL=default leaves HTCondor's own default (60 s), as a
+      // site would run; the checks' 10 s keeps their waits short.
+      ...probeIntervalLines(process.env.HTCONDOR_CHECK_PROBE_INTERVAL),
       'SCHEDD_INTERVAL = 10',
       'JOB_ROUTER_POLLING_PERIOD = 10',
       ...this.extraConfig,
@@ -174,6 +176,14 @@ export class PersonalPool {
     if (left.length > 0) await sleep(1000);
     return left;
   }
+}
+
+/** GRIDMANAGER_JOB_PROBE_INTERVAL: 10 unless the setting says `default` (no line) or a number of seconds. */
+function probeIntervalLines(setting: string | undefined): string[] {
+  if (setting === 'default') return [];
+  if (setting === undefined || setting === '') return ['GRIDMANAGER_JOB_PROBE_INTERVAL = 10'];
+  if (!/^\d+$/.test(setting)) throw new Error(`HTCONDOR_CHECK_PROBE_INTERVAL must be a number of seconds or "default", not ${JSON.stringify(setting)}`);
+  return [`GRIDMANAGER_JOB_PROBE_INTERVAL = ${setting}`];
 }
 
 /** A TCP port free on 127.0.0.1 right now (for the collector). */
