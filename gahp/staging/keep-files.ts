@@ -17,22 +17,26 @@ export interface KeepingTemplates {
 
 /**
  * A template element with `<no_delete/>` in each `<file_info>` (one already there is
- * replaced), compacted: comments gone, whitespace between tags dropped (a template holds no
- * text where that whitespace matters). Undefined when the element is not a plain
- * `<root>...</root>` of tags and text (CDATA, processing instructions, DOCTYPEs are not
- * touched: the app's template is then left to apply).
+ * replaced), compacted: comments gone, the whitespace between two tags made one newline,
+ * and `<result>` and `<workunit>` always followed by one: BOINC's scheduler finds `<result>`
+ * in a result's template by the text `<result>\n` and cannot send a result without it,
+ * leaving it "in progress" on no host until its deadline (docs/storage.md, "What the
+ * project keeps"). Undefined when the element is not a plain `<root>...</root>`
+ * of tags and text (CDATA, processing instructions, DOCTYPEs are not touched: the app's
+ * template is then left to apply).
  */
 export function keepingTemplate(template: string | undefined, root: 'input_template' | 'output_template'): string | undefined {
   if (template === undefined) return undefined;
   const compact = template
     .replace(/<!--[\s\S]*?-->/g, '')
-    .replace(/>\s+</g, '><')
+    .replace(/>\s+</g, '>\n<')
+    .replace(/<(result|workunit)>(?!\n)/g, '<$1>\n')
     .trim();
   if (!compact.startsWith(`<${root}>`) || !compact.endsWith(`</${root}>`) || /<!|<\?/.test(compact)) return undefined;
   const infos = compact.replace(/<file_info\s*\/>/g, '<file_info></file_info>');
   return infos.replace(/<file_info>([\s\S]*?)<\/file_info>/g, (_m, inner: string) => {
-    const rest = inner.replace(/<no_delete\s*\/>|<no_delete>[^<]*<\/no_delete>/g, '');
-    return `<file_info>${rest}<no_delete/></file_info>`;
+    const rest = inner.replace(/<no_delete\s*\/>|<no_delete>[^<]*<\/no_delete>/g, '').replace(/\n{2,}/g, '\n').trim();
+    return `<file_info>\n${rest ? `${rest}\n` : ''}<no_delete/>\n</file_info>`;
   });
 }
 

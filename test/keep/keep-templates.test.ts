@@ -14,21 +14,31 @@ import { REPO_ROOT } from '../support/gahp-process.js';
 const transcript = fs.readFileSync(path.join(REPO_ROOT, 'test/fixtures/real-server/05-get_templates-uppercase.txt'), 'latin1');
 const real = parseTemplates('get_templates', transcript.slice(transcript.indexOf('<?xml')));
 
-test("the real server's uppercase templates, compact, each file_info marked no_delete", () => {
+test("the real server's uppercase templates, compact, each file_info marked no_delete, a newline between tags", () => {
+  const lines = (...l: string[]) => l.join('\n');
   expect(keepingTemplates(real)).toEqual({
-    inputTemplate:
-      '<input_template><file_info><number>0</number><no_delete/></file_info><workunit><file_ref><file_number>0</file_number><open_name>in</open_name><copy_file/></file_ref>' +
-      '<target_nresults>1</target_nresults><min_quorum>1</min_quorum><rsc_fpops_est>1e10</rsc_fpops_est><rsc_fpops_bound>1e12</rsc_fpops_bound>' +
-      '<rsc_memory_bound>1e8</rsc_memory_bound><rsc_disk_bound>1e9</rsc_disk_bound><delay_bound>86400</delay_bound></workunit></input_template>',
-    outputTemplate:
-      '<output_template><file_info><name><OUTFILE_0/></name><generated_locally/><upload_when_present/><max_nbytes>10000000</max_nbytes><url><UPLOAD_URL/></url><no_delete/></file_info>' +
-      '<result><file_ref><file_name><OUTFILE_0/></file_name><open_name>out</open_name><copy_file/></file_ref></result></output_template>',
+    inputTemplate: lines(
+      '<input_template>', '<file_info>', '<number>0</number>', '<no_delete/>', '</file_info>', '<workunit>', '<file_ref>', '<file_number>0</file_number>',
+      '<open_name>in</open_name>', '<copy_file/>', '</file_ref>', '<target_nresults>1</target_nresults>', '<min_quorum>1</min_quorum>',
+      '<rsc_fpops_est>1e10</rsc_fpops_est>', '<rsc_fpops_bound>1e12</rsc_fpops_bound>', '<rsc_memory_bound>1e8</rsc_memory_bound>',
+      '<rsc_disk_bound>1e9</rsc_disk_bound>', '<delay_bound>86400</delay_bound>', '</workunit>', '</input_template>',
+    ),
+    outputTemplate: lines(
+      '<output_template>', '<file_info>', '<name><OUTFILE_0/></name>', '<generated_locally/>', '<upload_when_present/>', '<max_nbytes>10000000</max_nbytes>',
+      '<url><UPLOAD_URL/></url>', '<no_delete/>', '</file_info>', '<result>', '<file_ref>', '<file_name><OUTFILE_0/></file_name>', '<open_name>out</open_name>',
+      '<copy_file/>', '</file_ref>', '</result>', '</output_template>',
+    ),
   });
+});
+
+test("the output template keeps the text BOINC's scheduler looks for: `<result>` and a newline (a compacted `<result><file_ref>` made every job unsendable on the real server)", () => {
+  expect(keepingTemplate('<output_template>  <file_info><name><OUTFILE_0/></name></file_info><result><file_ref><file_name><OUTFILE_0/></file_name><open_name>out</open_name></file_ref></result></output_template>', 'output_template')).toContain('<result>\n');
+  expect(keepingTemplates(real).outputTemplate).toContain('<result>\n');
 });
 
 test('no_delete already there is not doubled; an empty file_info gets one; odd templates are left to the app', () => {
   expect(keepingTemplate('<input_template><file_info/><file_info><no_delete>0</no_delete><number>1</number></file_info></input_template>', 'input_template')).toBe(
-    '<input_template><file_info><no_delete/></file_info><file_info><number>1</number><no_delete/></file_info></input_template>',
+    '<input_template><file_info>\n<no_delete/>\n</file_info><file_info>\n<number>1</number>\n<no_delete/>\n</file_info></input_template>',
   );
   expect(keepingTemplate('<input_template><![CDATA[x]]></input_template>', 'input_template')).toBeUndefined();
   expect(keepingTemplate('<workunit></workunit>', 'input_template')).toBeUndefined();
