@@ -92,6 +92,43 @@ describe("BOINC_FETCH_OUTPUT on a batch-collect project (daemons 'collect')", ()
     expect(zipsKept()).toEqual([]);
   }, 120_000);
 
+  test('the zip is kept on disk while a job of its batch is still to come; a job the kept zip lacks gets it fetched again; then it goes', async () => {
+    const batch = batchName('uppercase');
+    const names = [jobName(batch, 124, 0), jobName(batch, 124, 1)];
+    const jobs = names.map((name) => ({ name, inputs: [[input, 'in']] as Array<[string, string]> }));
+    expect(await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, 60_000)).toEqual(['NULL']);
+    const id = env.server.batches().find((b) => b.name === batch)!.id;
+    const results = path.join(env.server.dataDir, 'results', String(id));
+    const moved = (n: string) => fs.existsSync(path.join(results, `${n}__file_out`));
+    env.server.advanceJob(names[0]!, 'DONE');
+    await until(() => moved(names[0]!), 'the assimilator (job 0)');
+    env.server.clearRpcLog();
+    await fetchAll([names[0]!]);
+    expect(calls('get_batch_zip')).toBe(1);
+    expect(zipsKept()).toHaveLength(1);
+
+    env.server.advanceJob(names[1]!, 'DONE');
+    await until(() => moved(names[1]!), 'the assimilator (job 1)');
+    const [d] = await fetchAll([names[1]!]);
+    expect(fs.readFileSync(path.join(d!, 'out'), 'latin1')).toBe('COLLECTED\n');
+    expect(calls('get_batch_zip')).toBe(2);
+    expect(zipsKept()).toEqual([]);
+  }, 120_000);
+
+  test('BOINC_RETIRE_BATCH removes the kept zip of its batch', async () => {
+    const batch = batchName('uppercase');
+    const names = [jobName(batch, 125, 0), jobName(batch, 125, 1)];
+    const jobs = names.map((name) => ({ name, inputs: [[input, 'in']] as Array<[string, string]> }));
+    expect(await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, 60_000)).toEqual(['NULL']);
+    const id = env.server.batches().find((b) => b.name === batch)!.id;
+    env.server.advanceJob(names[0]!, 'DONE');
+    await until(() => fs.existsSync(path.join(env.server.dataDir, 'results', String(id), `${names[0]}__file_out`)), 'the assimilator');
+    await fetchAll([names[0]!]);
+    expect(zipsKept()).toHaveLength(1);
+    expect(await env.gahp.call(`BOINC_RETIRE_BATCH ${esc(batch)}`, 60_000)).toEqual(['NULL']);
+    expect(zipsKept()).toEqual([]);
+  }, 120_000);
+
   test('names BOINC accepts: get_file per output, no zip; the next batch of the app goes straight to get_output3.php', async () => {
     const b1 = `gahp_collect_${process.pid}_${seq++}`;
     const n1 = Array.from({ length: 3 }, (_, i) => `${b1}_${i}`);
