@@ -14,7 +14,9 @@ import type { BlahpJob } from '../support/blahpd.js';
 import { jobDir, nameOf, blahpEnvForFile, type BlahpEnv } from './support.js';
 
 const LONG = 120_000;
-const realEnv = blahpEnvForFile();
+// A gather window far longer than a submit call's start-up on a loaded machine: the two
+// jobs submitted side by side share one batch (the crashed jobs' case asserts it).
+const realEnv = blahpEnvForFile({}, { boinc_submit_gather_ms: '5000' });
 const reportingEnv = blahpEnvForFile({ reportFailedJobs: true });
 
 async function submitSideBySide(env: BlahpEnv, jobs: BlahpJob[]): Promise<string[]> {
