@@ -28,6 +28,7 @@
  *   unfinished jobs (housekeeping, every HOUSEKEEPING_MS).
  */
 import * as crypto from 'node:crypto';
+import * as path from 'node:path';
 import PQueue from 'p-queue';
 import type { AppTemplates } from '../../boinc-rpc/types.js';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
@@ -48,7 +49,7 @@ import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
 import { checkJob, type JobRequest } from '../batch-boinc/job-check.js';
 import { ensureStdout, startErrorFile } from '../batch-boinc/standard-files.js';
 import { SubmitCheckError } from '../staging/validate.js';
-import { BlahStore, type FinalState, type StoredBatch, type StoredJob } from './store.js';
+import { ARCHIVE_AFTER_MS, BlahStore, type FinalState, type StoredBatch, type StoredJob } from './store.js';
 
 /** How long arriving jobs are gathered before they are recorded together and answered. */
 const JOIN_MS = 20;
@@ -56,6 +57,8 @@ const GATHER_QUIET_MS = 250;
 const GATHER_MAX_MS = 2000;
 const MAX_BATCH_JOBS = 1000;
 const STATUS_MAX_AGE_MS = 5000;
+/** Archived batches whose final states are kept in memory once asked (route.archived). */
+const ARCHIVE_CACHE_BATCHES = 4;
 /** After a failed refresh, statuses answer from what is known this long before asking again. */
 const RETRY_AFTER_FAILURE_MS = 5000;
 /** How long a status of a DONE job waits for its outputs before answering "running". */
@@ -111,6 +114,8 @@ export class BlahRoute {
   private loaded = false;
   private readonly batches = new Map<string, StoredBatch>();
   private readonly finals = new Map<string, FinalState>();
+  /** Final states of archived batches lately asked about, by batch (oldest first). */
+  private readonly archiveCache = new Map<string, Map<string, FinalState>>();
   /** Submission key -> BOINC job name. */
   private readonly byKey = new Map<string, string>();
   /** BOINC job name -> BOINC status word from the last refresh. */
@@ -156,7 +161,7 @@ export class BlahRoute {
     const stateDir = this.services.config.stateDir;
     if (!stateDir) throw new Error('batch boinc needs a state directory to keep its jobs across restarts, and none could be used (see the GAHP\'s start-up warning)');
     this.store = new BlahStore(stateDir);
-    const { batches, finals } = this.store.load();
+    const { batches, finals, archived } = this.store.load();
     for (const b of batches) {
       this.batches.set(b.batch, b);
       if (b.state === 'failed') continue;
@@ -183,6 +188,7 @@ export class BlahRoute {
       if (b.state === 'claimed' && b.projectUrl === usable) void this.settle(b).catch(() => undefined);
     }
     if (batches.length > 0) this.services.log.info(`batch boinc: ${batches.length} batches and ${finals.size} finished jobs read from ${this.store.dir}`);
+    if (archived > 0) this.services.log.info(`batch boinc: ${archived} batches retired more than a day ago moved to ${path.join(this.store.dir, 'archive')} (not read at start-up)`);
     // Often enough that a lease is renewed before it runs out, however short it was set.
     const every = Math.min(HOUSEKEEPING_MS, (this.services.config.defaultLeaseSeconds * 1000) / 4);
     this.housekeepingTimer = setInterval(() => void this.housekeeping(), every);
@@ -496,6 +502,8 @@ export class BlahRoute {
 
   async status(job: ParsedJobName, signal: AbortSignal): Promise<JobStatusAnswer> {
     this.ensureLoaded();
+    const archived = this.archived(job);
+    if (archived) return finalAnswer(job, archived);
     const rec = this.batches.get(job.batch);
     const stored = rec?.jobs[job.n];
     if (!rec || !stored) throw new Error(`BOINC job ${job.jobName} is not one this GAHP submitted (no record of it in ${this.store!.dir})`);
@@ -719,6 +727,8 @@ export class BlahRoute {
 
   async cancel(job: ParsedJobName): Promise<void> {
     this.ensureLoaded();
+    // A job of an archived batch has its final state: nothing to abort.
+    if (this.archived(job)) return;
     const rec = this.batches.get(job.batch);
     if (!rec?.jobs[job.n]) throw new Error(`BOINC job ${job.jobName} is not one this GAHP submitted`);
     const fin = this.finals.get(job.jobName);
@@ -783,6 +793,7 @@ export class BlahRoute {
     try {
       await retireBatchCommand(this.services).run({ request: { batchName: rec.batch }, binding: this.binding() }, this.handler('retire', this.rpcTimeoutMs * 2));
       rec.state = 'retired';
+      rec.retiredAt = Date.now();
       this.store?.saveBatch(rec);
       // What BOINC said of its jobs is not needed any more (their final states answer).
       rec.jobs.forEach((_, n) => this.boincStatus.delete(boincJobName(rec.batch, n)));
@@ -830,8 +841,42 @@ export class BlahRoute {
     }
   }
 
+  /**
+   * The final state of a job whose batch is archived (store.ts: retired over a day ago, not
+   * read at start-up), read from the archive when asked; undefined for any other job. The
+   * last few archived batches asked are kept: the gridmanager asks for a cluster's jobs
+   * one after another.
+   */
+  private archived(job: ParsedJobName): FinalState | undefined {
+    if (this.batches.has(job.batch)) return undefined;
+    let a = this.archiveCache.get(job.batch);
+    if (!a) {
+      const read = this.store!.readArchived(job.batch);
+      if (!read) return undefined;
+      a = read.finals;
+      this.archiveCache.set(job.batch, a);
+      if (this.archiveCache.size > ARCHIVE_CACHE_BATCHES) this.archiveCache.delete(this.archiveCache.keys().next().value!);
+    }
+    return a.get(job.jobName);
+  }
+
+  /** Retired batches past ARCHIVE_AFTER_MS leave memory and the start-up path (store.ts). */
+  private archiveOld(now: number): void {
+    for (const rec of [...this.batches.values()]) {
+      if (rec.state !== 'retired' || (rec.retiredAt ?? now) >= now - ARCHIVE_AFTER_MS) continue;
+      if (!this.store?.archive(rec.batch)) continue;
+      this.batches.delete(rec.batch);
+      rec.jobs.forEach((j, n) => {
+        const name = boincJobName(rec.batch, n);
+        if (this.byKey.get(j.key) === name) this.byKey.delete(j.key);
+        this.finals.delete(name);
+      });
+    }
+  }
+
   private async housekeeping(): Promise<void> {
     if (this.shutdown.signal.aborted) return;
+    this.archiveOld(Date.now());
     let binding: ProjectBinding;
     try {
       binding = this.binding();

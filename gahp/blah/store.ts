@@ -12,7 +12,12 @@
  *   outputs are fetched again, which is harmless (the stderr append is done once,
  *   docs/storage.md).
  *
- * Everything is read back at start-up, so a GAHP killed and started again by the
+ * - `archive/<batch>.json`, `archive/<batch>.jsonl`: the same two files of a batch retired
+ *   longer than a day ago, moved there (by the start-up that finds it so, or the running
+ *   GAHP's housekeeping) and never read at start-up: a site's history does not slow each
+ *   start (issue 44, item 6). A status or cancel of one of its jobs reads them then.
+ *
+ * Everything else is read back at start-up, so a GAHP killed and started again by the
  * gridmanager answers for every job id it handed out, and a submission repeated after the
  * crash finds its job instead of making another.
  */
@@ -49,6 +54,8 @@ export interface StoredBatch {
   createdAt: number;
   submittedAt?: number;
   leaseExpiresAt?: number;
+  /** When it was retired (ms); records of older versions have none (their file's mtime says). */
+  retiredAt?: number;
   error?: string;
 }
 
@@ -63,47 +70,74 @@ export type FinalState =
   | { kind: 'cancelled'; kept?: boolean; keptUntil?: number }
   | { kind: 'held'; reason: string; code: number; resultKept?: boolean; keptUntil?: number };
 
+/** A batch retired longer than this is archived (not read at start-up). */
+export const ARCHIVE_AFTER_MS = 24 * 3600 * 1000;
+
 export class BlahStore {
   readonly dir: string;
   private readonly batchesDir: string;
   private readonly finalsDir: string;
+  private readonly archiveDir: string;
 
   constructor(stateDir: string) {
     this.dir = path.join(stateDir, 'blah');
     this.batchesDir = path.join(this.dir, 'batches');
     this.finalsDir = path.join(this.dir, 'finals');
+    this.archiveDir = path.join(this.dir, 'archive');
   }
 
-  /** Everything kept: the batches, and the final state of each job that has one. */
-  load(): { batches: StoredBatch[]; finals: Map<string, FinalState> } {
+  /**
+   * The batches not archived, and the final state of each of their jobs that has one. A
+   * batch retired longer than ARCHIVE_AFTER_MS ago is archived now instead (counted in
+   * `archived`): a file not touched that long is read once more, to see its state.
+   */
+  load(now = Date.now()): { batches: StoredBatch[]; finals: Map<string, FinalState>; archived: number } {
     const batches: StoredBatch[] = [];
     const finals = new Map<string, FinalState>();
+    let archived = 0;
     for (const name of listDir(this.batchesDir)) {
       if (!name.endsWith('.json') || name.startsWith('.')) continue;
-      const b = readJson<StoredBatch>(path.join(this.batchesDir, name));
-      if (b && b.v === 1 && Array.isArray(b.jobs)) batches.push(b);
-    }
-    for (const name of listDir(this.finalsDir)) {
-      if (!name.endsWith('.jsonl')) continue;
-      let text: string;
-      try {
-        text = fs.readFileSync(path.join(this.finalsDir, name), 'utf8');
-      } catch {
+      const file = path.join(this.batchesDir, name);
+      const b = readJson<StoredBatch>(file);
+      if (!b || b.v !== 1 || !Array.isArray(b.jobs)) continue;
+      if (b.state === 'retired' && (b.retiredAt ?? mtimeMs(file)) < now - ARCHIVE_AFTER_MS && this.archive(b.batch)) {
+        archived++;
         continue;
       }
-      for (const line of text.split('\n')) {
-        if (line === '') continue;
-        try {
-          const rec = JSON.parse(line) as { job: string; state: FinalState | null };
-          // A torn last line (a crash mid-append) reads as nothing; null clears an earlier state.
-          if (rec.state === null) finals.delete(rec.job);
-          else finals.set(rec.job, rec.state);
-        } catch {
-          // ignored: see above
-        }
-      }
+      batches.push(b);
+      readFinals(path.join(this.finalsDir, `${b.batch}.jsonl`), finals);
     }
-    return { batches, finals };
+    return { batches, finals, archived };
+  }
+
+  /**
+   * Moves a retired batch's two files into archive/ (the batch file first: a crash between
+   * the two renames leaves its finals in finals/, where readArchived looks too). False when
+   * it could not be moved (it stays where it is, read at start-up as before).
+   */
+  archive(batch: string): boolean {
+    try {
+      makeDirs(this.archiveDir, 'the BLAH state directory');
+      fs.renameSync(path.join(this.batchesDir, `${batch}.json`), path.join(this.archiveDir, `${batch}.json`));
+    } catch {
+      return false;
+    }
+    try {
+      fs.renameSync(path.join(this.finalsDir, `${batch}.jsonl`), path.join(this.archiveDir, `${batch}.jsonl`));
+    } catch {
+      // none written, or left in finals/ (read from there)
+    }
+    return true;
+  }
+
+  /** An archived batch and its jobs' final states, or undefined when none is archived by that name. */
+  readArchived(batch: string): { batch: StoredBatch; finals: Map<string, FinalState> } | undefined {
+    if (!/^[A-Za-z0-9._-]+$/.test(batch) || batch.startsWith('.')) return undefined;
+    const b = readJson<StoredBatch>(path.join(this.archiveDir, `${batch}.json`));
+    if (!b || b.v !== 1 || !Array.isArray(b.jobs)) return undefined;
+    const finals = new Map<string, FinalState>();
+    if (!readFinals(path.join(this.archiveDir, `${batch}.jsonl`), finals)) readFinals(path.join(this.finalsDir, `${batch}.jsonl`), finals);
+    return { batch: b, finals };
   }
 
   saveBatch(b: StoredBatch): void {
@@ -115,6 +149,36 @@ export class BlahStore {
   appendFinal(batch: string, job: string, state: FinalState | null): void {
     makeDirs(this.finalsDir, 'the BLAH state directory');
     fs.appendFileSync(path.join(this.finalsDir, `${batch}.jsonl`), JSON.stringify({ job, state }) + '\n', { mode: 0o600 });
+  }
+}
+
+/** Adds a finals file's states to `finals`; false when there is no such file. */
+function readFinals(file: string, finals: Map<string, FinalState>): boolean {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch {
+    return false;
+  }
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    try {
+      const rec = JSON.parse(line) as { job: string; state: FinalState | null };
+      // A torn last line (a crash mid-append) reads as nothing; null clears an earlier state.
+      if (rec.state === null) finals.delete(rec.job);
+      else finals.set(rec.job, rec.state);
+    } catch {
+      // ignored: see above
+    }
+  }
+  return true;
+}
+
+function mtimeMs(file: string): number {
+  try {
+    return fs.statSync(file).mtimeMs;
+  } catch {
+    return Date.now();
   }
 }
 

@@ -349,6 +349,43 @@ test('a kept result whose job never comes back (held, then removed: no cancel co
   expect(batchOf(kept!.jobId).state).toBe(4);
 }, 3 * LONG);
 
+test('a batch retired over a day ago leaves the start-up path: the next start does not read it, and its jobs still answer', async () => {
+  const stateDir = makeTempDir('boinc-blah-archive-');
+  const g = await gridmanager(stateDir);
+  const ids = (await g.submitMany([job('old 0\n'), job('old 1\n')])).map((s) => s.jobId);
+  await onServer(ids);
+  const batch = nameOf(ids[0]!).replace(/_\d+$/, '');
+  for (const id of ids) server.advanceJob(nameOf(id), 'DONE');
+  const done = [];
+  for (const id of ids) done.push(await g.waitStatus(id, 4, 60_000));
+  expect(done.map((d) => d.jobStatus)).toEqual([4, 4]);
+  const batchFile = path.join(stateDir, 'blah', 'batches', `${batch}.json`);
+  const retired = () => JSON.parse(fs.readFileSync(batchFile, 'utf8')) as { state: string; retiredAt?: number };
+  for (let i = 0; i < 120 && retired().state !== 'retired'; i++) await new Promise((r) => setTimeout(r, 500));
+  expect(retired().state).toBe('retired');
+  await g.close();
+  // A day and more passes (the record's retirement time moved back).
+  fs.writeFileSync(batchFile, JSON.stringify({ ...retired(), retiredAt: Date.now() - 25 * 3600 * 1000 }) + '\n');
+  // The next start reads it once more and moves it to the archive.
+  const log1 = path.join(stateDir, 'gahp1.log');
+  const g1 = await BlahGridmanager.start(server.url, authFile, { stateDir, logFile: log1 });
+  open.push(g1);
+  expect((await g1.status(ids[0]!)).jobStatus).toBe(4);
+  await g1.close();
+  expect(fs.readFileSync(log1, 'utf8')).toMatch(/batch boinc: 1 batches retired more than a day ago moved to .*archive/);
+  expect(fs.existsSync(batchFile)).toBe(false);
+  expect(fs.existsSync(path.join(stateDir, 'blah', 'archive', `${batch}.json`))).toBe(true);
+  // The start after that reads nothing of it; its jobs answer as before, a cancel of one is harmless.
+  const log2 = path.join(stateDir, 'gahp2.log');
+  const g2 = await BlahGridmanager.start(server.url, authFile, { stateDir, logFile: log2 });
+  open.push(g2);
+  for (const [k, id] of ids.entries()) expect(await g2.status(id)).toEqual(done[k]);
+  expect(await g2.cancel(ids[1]!)).toMatchObject({ rc: 0 });
+  expect((await g2.status(ids[1]!)).jobStatus).toBe(4);
+  await g2.close();
+  expect(fs.readFileSync(log2, 'utf8')).not.toMatch(/batch boinc: \d+ batches and \d+ finished jobs read/);
+}, 3 * LONG);
+
 test("a run's error file holds only that run's stderr; a job never seen running is not reported running while its outputs are fetched", async () => {
   const g = await gridmanager();
   const ad = job('fresh\n', { Err: 'job.err' });
