@@ -145,10 +145,10 @@ export class CollectedZips {
   /**
    * The batch's zip holding the job (its outputs, or the assimilator's note that it has
    * none), open: the kept one, else fetched (once per call, and shared with the calls of
-   * this process waiting for the same batch). Undefined when even a zip fetched now lacks
-   * the job. The caller closes it.
+   * this process waiting for the same batch) unless `mayFetch` is false. Undefined when even
+   * a zip fetched now lacks the job. The caller closes it.
    */
-  async openFor(rpc: BoincRpc, batch: ZipBatch, jobName: string, signal: AbortSignal): Promise<SafeZip | undefined> {
+  async openFor(rpc: BoincRpc, batch: ZipBatch, jobName: string, signal: AbortSignal, mayFetch = true): Promise<SafeZip | undefined> {
     this.ensureDir();
     const key = this.key(batch.projectUrl, batch.name);
     const lookedAt = Date.now();
@@ -156,7 +156,7 @@ export class CollectedZips {
       const zip = await this.openKept(key);
       if (zip && this.summary(key, zip).seen.has(jobName)) return zip;
       zip?.close();
-      if (fetched) return undefined;
+      if (fetched || !mayFetch) return undefined;
       // A fetch of this process that began after this call looked is as good as its own.
       const under = this.fetching.get(key);
       if (under && under.startedAt >= lookedAt) {

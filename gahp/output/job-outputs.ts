@@ -7,9 +7,10 @@
  *   the job's name, else the batch's zip (get_batch_zip), fetched once for the batch and kept
  *   in the state directory (collected.ts).
  * Which of the two an app's outputs are in is remembered per project and app (OutputWays):
- * once an app is known to be collected, its fetches go to get_output3.php first, and to
- * get_output.php only for a job not assimilated yet. A `<gzip_when_done/>` output is
- * unpacked (the client gzipped it before uploading).
+ * once an app is known to be collected, its fetches go to get_output3.php first (get_file, or
+ * a kept zip holding the job), then to get_output.php (a job not assimilated yet), and only
+ * then fetch the batch's zip. A `<gzip_when_done/>` output is unpacked (the client gzipped it
+ * before uploading).
  */
 import * as fsp from 'node:fs/promises';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
@@ -57,22 +58,29 @@ export class JobOutputs {
   /** Output `n` (template order) written completely to `dest` (a temp name of the caller's), as the job wrote it. */
   async fetch(n: number, dest: string, signal: AbortSignal): Promise<void> {
     if (this.way === 'collect') {
-      let kept: Error;
+      // get_file, or a kept zip that holds the job; a batch's zip is not fetched yet: a job
+      // not assimilated yet is still in the upload hierarchy, and one file from there costs
+      // less than the whole batch.
       try {
-        await this.fromCollected(n, dest, signal);
+        await this.fromCollected(n, dest, signal, false);
         return await this.unpack(n, dest, signal);
       } catch (err) {
         if (!(err instanceof NotCollected) && !noSuchFile(err)) throw err;
-        kept = err;
       }
-      // Not assimilated yet, or the project keeps this app's outputs in the upload hierarchy now.
+      let uploadErr: BoincRpcError | undefined;
       try {
         await this.fromUploads(n, dest, signal);
+        return await this.unpack(n, dest, signal);
       } catch (err) {
-        if (noSuchFile(err)) throw this.gone(n, err, kept);
+        if (!noSuchFile(err)) throw err;
+        uploadErr = err;
+      }
+      try {
+        await this.fromCollected(n, dest, signal, true);
+      } catch (err) {
+        if (err instanceof NotCollected || noSuchFile(err)) throw this.gone(n, uploadErr, err);
         throw err;
       }
-      await this.learn('upload');
       return await this.unpack(n, dest, signal);
     }
     let uploadErr: BoincRpcError;
@@ -103,16 +111,16 @@ export class JobOutputs {
   }
 
   /** From the batch-collect location; on failure nothing is left at `dest`. */
-  private async fromCollected(n: number, dest: string, signal: AbortSignal): Promise<void> {
+  private async fromCollected(n: number, dest: string, signal: AbortSignal, fetchZip = true): Promise<void> {
     try {
-      await this.fromCollectedOnce(n, dest, signal);
+      await this.fromCollectedOnce(n, dest, signal, fetchZip);
     } catch (err) {
       await fsp.rm(dest, { force: true });
       throw err;
     }
   }
 
-  private async fromCollectedOnce(n: number, dest: string, signal: AbortSignal): Promise<void> {
+  private async fromCollectedOnce(n: number, dest: string, signal: AbortSignal, fetchZip: boolean): Promise<void> {
     const { rpc, jobName, job } = this.o;
     const resultId = job.canonicalResultId ?? 0;
     if (boincAcceptsName(jobName) && resultId > 0) {
@@ -129,7 +137,7 @@ export class JobOutputs {
       }
     }
     const batch = await this.zipBatch(signal);
-    const zip = await this.stores.zips.openFor(rpc, batch, jobName, signal);
+    const zip = await this.stores.zips.openFor(rpc, batch, jobName, signal, fetchZip);
     if (!zip) throw new NotCollected(`get_output3.php: the zip of batch ${batch.name} holds nothing of job ${jobName}`);
     try {
       const open = this.o.templates.outputOpenNames[n]!;
@@ -189,9 +197,9 @@ export class JobOutputs {
   }
 
   /** Neither page has the output. */
-  private gone(n: number, ...errs: Error[]): Error {
+  private gone(n: number, ...errs: Array<Error | undefined>): Error {
     const open = this.o.templates.outputOpenNames[n];
-    const why = errs.map((e) => (e instanceof BoincRpcError ? e.message : e.message)).join('; ');
+    const why = errs.filter((e) => e !== undefined).map((e) => e.message).join('; ');
     return new BoincRpcError('get_output', 'protocol', `output ${open} of job ${this.o.jobName} is on the server neither in the upload hierarchy nor kept by a batch-collect assimilator (${why})`, { code: 'no-such-file' });
   }
 }
