@@ -12,6 +12,7 @@ import { JournalLedger } from './ledger/journal-ledger.js';
 import { AppTemplateMemory } from './app-templates.js';
 import { BoincClient } from '../boinc-rpc/client.js';
 import { defaultStateDir } from './settings.js';
+import { SiteProject, type SiteProjectSettings } from './site-project.js';
 import { chooseStateDir, type StateDirError } from './state-dir.js';
 import type { GahpConfig, GahpServices } from './services.js';
 import type { Ledger } from './ledger/types.js';
@@ -24,6 +25,12 @@ export interface GahpRunOptions {
   log?: Logger;
   projectUrl?: string;
   authenticator?: string;
+  /**
+   * The site's project for batch boinc, its authenticator file still to be read (a GAHP on
+   * a pipe: gahp/site-project.ts): selected at start when the file can be read, else the
+   * GAHP starts without it and reads the file again while batch boinc is asked for.
+   */
+  siteProject?: SiteProjectSettings;
   rpcTimeoutMs?: number;
   /**
    * Per-command deadline in ms (GahpConfig.commandTimeoutMs); 0: none; undefined:
@@ -83,7 +90,14 @@ export function createServices(opts: GahpRunOptions): GahpServices {
   for (const secret of proxySecrets(opts.network)) log.addSecret(secret);
   if (opts.projectUrl && opts.authenticator) {
     log.addSecret(opts.authenticator);
-    session.select({ url: opts.projectUrl.endsWith('/') ? opts.projectUrl : opts.projectUrl + '/', authenticator: opts.authenticator });
+    session.select({ url: withSlash(opts.projectUrl), authenticator: opts.authenticator });
+  }
+  let site: SiteProject | undefined;
+  if (opts.siteProject) {
+    site = new SiteProject({ ...opts.siteProject, url: withSlash(opts.siteProject.url) }, session, log);
+    if (site.unusableReason === '') session.select(site.bind().project);
+    // The gridmanager copies our stderr to its log; with --debug the log is stderr already.
+    else if (!log.writesToStderr) process.stderr.write(`boinc-gahp: warning: ${log.redact(site.unusableReason)}\n`);
   }
   const config = defaultConfig(stateDir, {
     ...(opts.leaseSeconds ? { defaultLeaseSeconds: opts.leaseSeconds } : {}),
@@ -93,7 +107,11 @@ export function createServices(opts: GahpRunOptions): GahpServices {
     ...(opts.postMaxSize ? { postMaxSize: opts.postMaxSize } : {}),
     ...(opts.uploadMaxFilesize ? { uploadMaxFilesize: opts.uploadMaxFilesize } : {}),
   });
-  return { session, config, log, ledger, templates: new AppTemplateMemory(), ...(opts.progress ? { progress: opts.progress } : {}) };
+  return { session, config, log, ledger, templates: new AppTemplateMemory(), ...(site ? { site } : {}), ...(opts.progress ? { progress: opts.progress } : {}) };
+}
+
+function withSlash(url: string): string {
+  return url.endsWith('/') ? url : url + '/';
 }
 
 /**

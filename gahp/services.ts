@@ -7,6 +7,7 @@ import { boundProject, type CapturedSelection, type ProjectBinding, type Project
 import type { Ledger } from './ledger/types.js';
 import type { AppTemplateMemory } from './app-templates.js';
 import type { ProgressSink } from './staging/progress.js';
+import type { SiteProject } from './site-project.js';
 
 export interface GahpConfig {
   /**
@@ -56,6 +57,11 @@ export interface GahpServices {
   ledger: Ledger;
   /** The apps' templates kept between fetches, per app and account (gahp/app-templates.ts). */
   templates: AppTemplateMemory;
+  /**
+   * batch boinc's project, from the site's settings (gahp/site-project.ts): its
+   * authenticator file is read again while it cannot be used. Absent when none was named.
+   */
+  site?: SiteProject;
   /**
    * Optional: BOINC_SUBMIT's hashing and upload progress, for a display in this process
    * (the CLI's bars). At most one event per phase every 100 ms, plus the first (0) and the

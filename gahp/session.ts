@@ -59,6 +59,11 @@ export class ProjectSession {
   ) {}
 
   select(selection: ProjectSelection): void {
+    this.selected = this.binding(selection);
+  }
+
+  /** The binding (and RPC client) of a project and account, made once; selects nothing. */
+  binding(selection: ProjectSelection): ProjectBinding {
     const key = `${selection.url}\n${selection.authenticator}`;
     let binding = this.bindings.get(key);
     if (!binding) {
@@ -70,7 +75,7 @@ export class ProjectSession {
       });
       this.bindings.set(key, binding);
     }
-    this.selected = binding;
+    return binding;
   }
 
   /** Selects a project that cannot be used: commands issued until the next selection fail with `reason`. */

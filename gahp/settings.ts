@@ -8,6 +8,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { errnoText } from './dirs.js';
+import { shellWord } from './util.js';
 
 /** A usage or configuration problem: exit code 2. */
 export class UsageError extends Error {
@@ -100,9 +101,15 @@ export function readAuthenticatorFile(file: string): AuthenticatorFile {
   } catch (err) {
     if (err instanceof ConfigError) throw err;
     const e = err as NodeJS.ErrnoException;
+    if (e.code === 'EACCES' || e.code === 'EPERM') {
+      const why = accessProblem(abs);
+      throw new ConfigError(what, `cannot be read by ${currentUser()}: ${errnoText(e)}; ${why.found}`, why.fix);
+    }
     const fix = e.code === 'ENOENT'
       ? `write the account's authenticator (the project web site's account keys page) into ${abs} as one line, then chmod 600 ${abs}`
-      : `make ${abs} readable by the user running boinc-gahp (and by no one else): chown that user ${abs}; chmod 600 ${abs}`;
+      : e.code === 'ENOTDIR'
+        ? `a part of the path ${abs} is a file, not a directory: name the file that holds the account's authenticator`
+        : `make ${abs} a file holding the account's authenticator that ${currentUser()} can read`;
     throw new ConfigError(what, `cannot be read: ${errnoText(e)}`, fix);
   }
   const lines = text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0);
@@ -117,4 +124,62 @@ export function readAuthenticatorFile(file: string): AuthenticatorFile {
 /** The authenticator in a file (never printed); a ConfigError when it cannot be had. */
 export function readAuthenticator(file: string): string {
   return readAuthenticatorFile(file).authenticator;
+}
+
+/** The user this process runs as, by name (its uid when it has no name). */
+export function currentUser(): string {
+  try {
+    return os.userInfo().username;
+  } catch {
+    return `uid ${process.getuid?.() ?? '?'}`;
+  }
+}
+
+/** The name of a uid or gid from /etc/passwd or /etc/group (the number when it has none there). */
+function idName(table: '/etc/passwd' | '/etc/group', id: number): string {
+  try {
+    for (const line of fs.readFileSync(table, 'utf8').split('\n')) {
+      const f = line.split(':');
+      if (f.length > 2 && Number(f[2]) === id && f[2] !== '') return f[0]!;
+    }
+  } catch {
+    // no such table here
+  }
+  return String(id);
+}
+
+/**
+ * What keeps this user from reading `abs` (permission denied) and a fix that gives it
+ * access without taking it from anyone else: the file is shared by every job owner
+ * (README, "The BOINC_GAHP route", step 2: mode 0640, the job owners' group, a 0750
+ * directory of that group), so a fix never makes it private to one user.
+ */
+function accessProblem(abs: string): { found: string; fix: string } {
+  const user = currentUser();
+  const setUp = 'as the README sets it up ("The BOINC_GAHP route", step 2)';
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(abs);
+  } catch {
+    const dir = path.dirname(abs);
+    return {
+      found: `a directory on its path does not let ${user} through`,
+      fix: `let the job owners through without opening it to others, ${setUp}: the directory mode 0750 and the file mode 0640, both of the job owners' group, with ${user} in that group (ls -ld ${shellWord(dir)} ${shellWord(abs)} shows them now)`,
+    };
+  }
+  const mode = (st.mode & 0o777).toString(8).padStart(4, '0');
+  const group = idName('/etc/group', st.gid);
+  const uid = process.getuid?.();
+  const inGroup = process.getgid?.() === st.gid || (process.getgroups?.() ?? []).includes(st.gid);
+  const found = `it is mode ${mode}, owner ${idName('/etc/passwd', st.uid)}, group ${group}, and ${user} is ${inGroup ? '' : 'not '}in group ${group}`;
+  if (st.uid === uid || (inGroup && (st.mode & 0o040) === 0)) {
+    return { found, fix: `let its owner and group read it, nobody else, ${setUp}: chmod 0640 ${shellWord(abs)}` };
+  }
+  if (inGroup) {
+    return { found, fix: `its mode lets group ${group} read it: look for what else denies it (an ACL: getfacl ${shellWord(abs)}; SELinux: ls -Z ${shellWord(abs)})` };
+  }
+  return {
+    found,
+    fix: `give it to the job owners' group with read for that group only, ${setUp}: e.g. chgrp boincusers ${shellWord(abs)}; chmod 0640 ${shellWord(abs)}, with ${user} and every other job owner in that group (a group a user joined since the GAHP started counts once HTCondor starts it again)`,
+  };
 }

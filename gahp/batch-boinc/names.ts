@@ -65,3 +65,24 @@ export function identityOf(submissionKey: string): string | undefined {
   const m = /^(.*_[0-9]+\.[0-9]+)_[0-9]+$/.exec(submissionKey);
   return m ? m[1] : undefined;
 }
+
+const NOT_SENT = 'job not sent to BOINC: ';
+
+/**
+ * The reason a job was left out of BOINC, in the one shape both BLAH routes give it (the
+ * job's hold reason): `job not sent to BOINC: <reason>`. A reason from BOINC_SUBMIT names
+ * the job by the BOINC job name it would have had (`job <name>: ...`), a name that never
+ * existed anywhere a user can look: pass it as `boincName` and it is left out (the hold
+ * reason is the job's own already).
+ */
+export function notSentReason(reason: string, boincName?: string): string {
+  let text = reason;
+  if (boincName) text = text.split(`job ${boincName}: `).join('').split(`job ${boincName}`).join('the job');
+  return text.startsWith(NOT_SENT) ? text : NOT_SENT + text;
+}
+
+/** How a log line names a BLAH job: HTCondor's cluster.proc from its sandbox id when there is one, and its directory. */
+export function condorJobLabel(identity: string | undefined, iwd: string): string {
+  const proc = identity ? /_(\d+\.\d+)$/.exec(identity)?.[1] : undefined;
+  return proc ? `HTCondor job ${proc} (sandbox ${identity}, in ${iwd})` : `the HTCondor job in ${iwd}`;
+}

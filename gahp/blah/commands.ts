@@ -14,7 +14,7 @@
 import { ArgumentError, expectArgCount, type AsyncCommand, type Command } from '../protocol/commands.js';
 import { SubmitCheckError } from '../staging/validate.js';
 import { errorMessage } from '../util.js';
-import { blahpJobId, jobNameFromId, LRMS, type ParsedJobName } from '../batch-boinc/names.js';
+import { blahpJobId, jobNameFromId, LRMS, notSentReason, type ParsedJobName } from '../batch-boinc/names.js';
 import { parseClassAd, writeClassAd } from './classad.js';
 import { jobFromSubmitAd } from './submit-ad.js';
 import type { BlahRoute, SubmitTicket } from './route.js';
@@ -58,9 +58,15 @@ function submit(route: BlahRoute): AsyncCommand<Parsed<SubmitTicket>> {
       }
     },
     async run(req, ctx) {
-      if ('problem' in req) throw new SubmitCheckError(req.problem);
-      const name = await route.submit(req.ok, ctx.signal);
-      return ['0', OK, blahpJobId(name)];
+      try {
+        if ('problem' in req) throw new SubmitCheckError(req.problem);
+        const name = await route.submit(req.ok, ctx.signal);
+        return ['0', OK, blahpJobId(name)];
+      } catch (err) {
+        // Every failed submit leaves the job out of BOINC: its hold reason says so in one
+        // shape on both BLAH routes (docs/blah-route.md, "Refused jobs").
+        throw new SubmitCheckError(notSentReason(errorMessage(err)));
+      }
     },
     errorResult: (m) => ['1', m, 'N/A'],
   };

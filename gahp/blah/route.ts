@@ -44,7 +44,7 @@ import { setLeaseCommand } from '../commands/set-lease.js';
 import { pingCommand } from '../commands/ping.js';
 import type { FetchOutputRequest } from '../commands/fetch-output-args.js';
 import { errorMessage } from '../util.js';
-import { identityOf, jobName as boincJobName, newBatchName, newSubmitKey, parseJobName, type ParsedJobName } from '../batch-boinc/names.js';
+import { condorJobLabel, identityOf, jobName as boincJobName, newBatchName, newSubmitKey, notSentReason, parseJobName, type ParsedJobName } from '../batch-boinc/names.js';
 import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
 import { checkJob, type JobRequest } from '../batch-boinc/job-check.js';
 import { ensureStdout, startErrorFile } from '../batch-boinc/standard-files.js';
@@ -149,6 +149,9 @@ export class BlahRoute {
   // ---- project, state -----------------------------------------------------------------
 
   private binding(): ProjectBinding {
+    // The site's project (its authenticator file read again while it cannot be used), else
+    // the one an in-process GAHP was started with.
+    if (this.services.site) return this.services.site.bind();
     const b = this.services.session.bind();
     if (!b) throw new Error(NOT_CONFIGURED);
     if ('unusable' in b) throw new Error(`${b.unusable} (batch boinc's project, from BOINC_GAHP_PROJECT_URL)`);
@@ -472,7 +475,10 @@ export class BlahRoute {
       for (const r of refused) {
         const job = parseJobName(r.name);
         if (!job) continue;
-        this.setFinal(job, { kind: 'held', reason: `job not sent to BOINC: ${r.reason}`, code: 0 });
+        const reason = notSentReason(r.reason, r.name);
+        this.setFinal(job, { kind: 'held', reason, code: 0 });
+        const spec = rec.jobs[job.n];
+        if (spec) this.services.log.info(`batch boinc: ${condorJobLabel(spec.identity, spec.iwd)}: ${reason}`);
       }
       const now = Date.now();
       if (refused.length === rec.jobs.length) {
@@ -511,7 +517,7 @@ export class BlahRoute {
     if (fin) return finalAnswer(job, fin);
     // On its way to BOINC (recorded, not submitted yet): idle.
     if (rec.state === 'claimed') return { jobStatus: 1, extra: [] };
-    if (rec.state === 'failed') return held(rec.error ?? 'the BOINC submission failed', 0);
+    if (rec.state === 'failed') return held(notSentReason(rec.error ?? 'the BOINC submission failed'), 0);
     // Submitted since the last refresh, moments ago: nothing worth a query can have happened yet.
     const sinceSubmit = Date.now() - (rec.submittedAt ?? 0);
     if ((rec.submittedAt ?? 0) > this.refreshedAt && sinceSubmit < STATUS_MAX_AGE_MS && !this.boincStatus.has(job.jobName)) return { jobStatus: 1, extra: [] };

@@ -17,7 +17,7 @@
 import { BlahpConfigError, loadConfig } from './config.js';
 import { openContext, type BlahpContext } from './context.js';
 import { errorLine } from './classad.js';
-import { blahpJobId, jobNameFromId } from '../batch-boinc/names.js';
+import { blahpJobId, jobNameFromId, notSentReason } from '../batch-boinc/names.js';
 import { writeFinalRecord } from './quick.js';
 import { resultKept } from './records.js';
 import { statusLines } from './status.js';
@@ -138,7 +138,8 @@ async function submitAction(rest: string[]): Promise<number> {
     await write(process.stdout, `BLAHP_JOBID_PREFIX${blahpJobId(name)}\n`);
     return 0;
   } catch (err) {
-    await write(process.stderr, `boinc_submit.sh: ${errorMessage(err)}\n`);
+    // What blahpd puts into the job's hold reason: the same shape as the BOINC_GAHP route's.
+    await write(process.stderr, `${notSentReason(errorMessage(err))}\n`);
     return err instanceof BlahpConfigError ? 2 : 1;
   }
 }

@@ -37,7 +37,8 @@ import { stepError } from '../staging/steps.js';
 import { abortJobsCommand } from '../commands/abort-jobs.js';
 import { submitCommand } from '../commands/submit.js';
 import type { BlahpContext } from './context.js';
-import { identityOf, jobName, newBatchName, newSubmitKey, parseJobName, type ParsedJobName } from '../batch-boinc/names.js';
+import { condorJobLabel, identityOf, jobName, newBatchName, newSubmitKey, notSentReason, parseJobName, type ParsedJobName } from '../batch-boinc/names.js';
+import { BlahpConfigError } from './config.js';
 import { ensureDir, exists, readJson, writeJsonAtomic } from './state.js';
 import { tryLockFile, unlockFile } from '../state-files.js';
 import { pidAlive, sleep, errorMessage } from '../util.js';
@@ -136,6 +137,27 @@ async function appTemplates(ctx: BlahpContext, app: string): Promise<AppTemplate
 
 /** Submits one job (the whole blahpd submit call); returns its BOINC job name. */
 export async function submitJob(ctx: BlahpContext, argv: readonly string[], progress: (line: string) => void): Promise<string> {
+  try {
+    return await submitOne(ctx, argv, progress);
+  } catch (err) {
+    // A refused submit is logged (README: every failure is), naming the HTCondor job by what
+    // exists (its cluster.proc and sandbox, its directory), and its reason has the one shape
+    // of both BLAH routes.
+    const reason = notSentReason(errorMessage(err));
+    let label = 'a job';
+    try {
+      const { values } = parseSubmitArgv(argv);
+      const jobDir = values.get('D');
+      label = condorJobLabel(jobDir ? identityOf(jobDir) : undefined, values.get('w') ?? '(no -w)');
+    } catch {
+      // an argv that does not parse: its reason says so
+    }
+    ctx.log.info(`blahp submit: ${label}: ${reason}`);
+    throw new (err instanceof BlahpConfigError ? BlahpConfigError : SubmitCheckError)(reason, { cause: err });
+  }
+}
+
+async function submitOne(ctx: BlahpContext, argv: readonly string[], progress: (line: string) => void): Promise<string> {
   const spec = await prepareJob(ctx, argv);
   const { paths } = ctx.cfg;
   // Before the claim: a repeat of a submission whose taking-back a crash cut short finishes it.
@@ -339,8 +361,8 @@ async function submitClaimed(ctx: BlahpContext, batch: string): Promise<void> {
     for (const r of refused) {
       const job = parseJobName(r.name);
       if (!job) continue;
-      refusedByN[job.n] = r.reason;
-      writeFinalRecord(ctx, job, { kind: 'held', at: now, reason: `job not sent to BOINC: ${r.reason}`, code: 0 });
+      refusedByN[job.n] = notSentReason(r.reason, r.name);
+      writeFinalRecord(ctx, job, { kind: 'held', at: now, reason: refusedByN[job.n]!, code: 0 });
     }
     const extra = refused.length > 0 ? { refused: refusedByN } : {};
     if (refused.length === jobs.length) {

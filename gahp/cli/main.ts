@@ -22,28 +22,35 @@ import { checkProjectUrl, CLI_SETTING, readAuthenticator, UsageError } from '../
 /** The GAHP on stdio (or the interactive prompt): what runs with no subcommand. */
 async function gahpOrPrompt(given: GahpCliOptions): Promise<number> {
   let opts = withSiteSettings(given);
-  if (opts !== given) {
+  const fromCondor = opts !== given;
+  if (fromCondor) {
     // Settings of the site that cannot be used must not keep the gridmanager's GAHP from
     // starting: it starts without a project, and each batch boinc command says why.
     try {
       if (opts.projectUrl) checkProjectUrl(opts.projectUrl, "BOINC_GAHP_PROJECT_URL in HTCondor's configuration");
-      if (opts.authenticatorFile) readAuthenticator(opts.authenticatorFile);
     } catch (err) {
       process.stderr.write(`boinc-gahp: warning: ${(err as Error).message}; starting without a project\n`);
       opts = given;
     }
   }
   if (opts.projectUrl) checkProjectUrl(opts.projectUrl, CLI_SETTING.url);
-  const authenticator = opts.authenticatorFile ? readAuthenticator(opts.authenticatorFile) : undefined;
   if (opts.authenticatorFile && !opts.projectUrl) throw new UsageError('--authenticator-file needs --project-url too');
-  const base = { ...runOptions(opts), projectUrl: opts.projectUrl, authenticator: opts.projectUrl ? authenticator : undefined };
-  if (opts.interactive || (!opts.protocol && process.stdin.isTTY)) {
+  const prompt = opts.interactive || (!opts.protocol && process.stdin.isTTY);
+  if (prompt) {
+    // A person at the prompt is told at once.
+    const authenticator = opts.authenticatorFile ? readAuthenticator(opts.authenticatorFile) : undefined;
     // The prompt's modules (readline) load only when a person uses it: the gridmanager's
     // GAHP stays small (docs/architecture.md).
     const { runInteractive } = await import('./interactive.js');
-    return runInteractive(base);
+    return runInteractive({ ...runOptions(opts), projectUrl: opts.projectUrl, authenticator: opts.projectUrl ? authenticator : undefined });
   }
-  return runGahp(base);
+  // A GAHP on a pipe never exits for its authenticator file (what HTCondor would show is
+  // only that the GAHP failed): it starts, batch boinc's commands say what is wrong with the
+  // file, and the file is read again until it can be used (gahp/site-project.ts).
+  const siteProject = opts.projectUrl && opts.authenticatorFile
+    ? { url: opts.projectUrl, authenticatorFile: opts.authenticatorFile, setting: fromCondor && !given.authenticatorFile ? "BOINC_GAHP_AUTHENTICATOR_FILE in HTCondor's configuration" : CLI_SETTING.authenticatorFile }
+    : undefined;
+  return runGahp({ ...runOptions(opts), ...(siteProject ? { siteProject } : {}) });
 }
 
 export async function main(argv: string[]): Promise<number> {

@@ -18,6 +18,7 @@ import { ProgressLine } from './progress.js';
 import { asLines } from '../protocol/messages.js';
 import { SubmitStore, unfinished, type SubmitRecord } from './submit-state.js';
 import { errorMessage, shellWord } from '../util.js';
+import { describeFailedJobs } from '../failed-job.js';
 
 export interface Project {
   url: string;
@@ -77,10 +78,11 @@ function projectOfNames(g: GlobalOptions, names: { batches?: string[]; jobs?: st
   return projectFrom({ ...g, projectUrl: recorded.projectUrl, authenticatorFile: g.authenticatorFile ?? cluster?.authenticatorFile });
 }
 
-async function withProject(g: GlobalOptions, fn: (client: GahpClient) => Promise<number>, names: { batches?: string[]; jobs?: string[] } = {}): Promise<number> {
-  const client = await openGahp(g, projectOfNames(g, names));
+async function withProject(g: GlobalOptions, fn: (client: GahpClient, project: Project) => Promise<number>, names: { batches?: string[]; jobs?: string[] } = {}): Promise<number> {
+  const project = projectOfNames(g, names);
+  const client = await openGahp(g, project);
   try {
-    return await fn(client);
+    return await fn(client, project);
   } finally {
     await client.close();
   }
@@ -201,7 +203,7 @@ export async function retireCmd(g: GlobalOptions, batchName: string): Promise<nu
 
 /** `query`: the server's view of batches (BOINC_QUERY_BATCHES with min_mod_time 0). */
 export async function queryCmd(g: GlobalOptions, batchNames: string[], o: { json?: boolean }): Promise<number> {
-  return withProject(g, async (client) => {
+  return withProject(g, async (client, project) => {
     const r = await callReporting(client, g, `querying ${batchNames.length} batch(es)`, 'BOINC_QUERY_BATCHES', ['0', String(batchNames.length), ...batchNames]);
     if (!r) return EXIT_FAILED;
     const result: Array<{ batch: string; jobs: Record<string, string>; byStatus: Record<string, number> }> = [];
@@ -216,17 +218,48 @@ export async function queryCmd(g: GlobalOptions, batchNames: string[], o: { json
       }
       result.push({ batch, jobs, byStatus });
     }
+    // The protocol carries only ERROR (HTCondor 10.0 holds such a job with "Reason unknown,
+    // check the server"): what the server reports of each failed job is asked here.
+    const failures = await whyFailed(g, project, result);
     if (o.json) {
-      process.stdout.write(JSON.stringify({ serverTime: r[0], batches: result }, null, 2) + '\n');
+      const batches = result.map((b) => ({ ...b, ...(failures.has(b.batch) ? { failures: Object.fromEntries(failures.get(b.batch)!) } : {}) }));
+      process.stdout.write(JSON.stringify({ serverTime: r[0], batches }, null, 2) + '\n');
       return EXIT_OK;
     }
     for (const b of result) {
       const counts = Object.entries(b.byStatus).sort().map(([s, n]) => `${s} ${n}`).join(', ') || 'no jobs';
       process.stdout.write(`${b.batch}: ${Object.keys(b.jobs).length} jobs: ${counts}\n`);
-      for (const [job, status] of Object.entries(b.jobs)) process.stdout.write(`  ${job}  ${status}\n`);
+      for (const [job, status] of Object.entries(b.jobs)) {
+        const why = failures.get(b.batch)?.get(job);
+        process.stdout.write(`  ${job}  ${status}${why ? `: ${why}` : ''}\n`);
+      }
     }
     return EXIT_OK;
   }, { batches: batchNames });
+}
+
+/**
+ * Per batch, per job BOINC reports ERROR, what the server says of it (gahp/failed-job.ts:
+ * one query per batch); a batch whose question fails gets that failure as each job's text.
+ */
+async function whyFailed(g: GlobalOptions, project: Project, batches: ReadonlyArray<{ batch: string; jobs: Record<string, string> }>): Promise<Map<string, Map<string, string>>> {
+  const out = new Map<string, Map<string, string>>();
+  const todo = batches.map((b) => ({ batch: b.batch, failed: Object.keys(b.jobs).filter((j) => b.jobs[j] === 'ERROR') })).filter((b) => b.failed.length > 0);
+  if (todo.length === 0) return out;
+  const rpc = cliRpcClient(g, project);
+  try {
+    for (const { batch, failed } of todo) {
+      try {
+        const reports = await describeFailedJobs(rpc, batch, failed);
+        out.set(batch, new Map([...reports].map(([job, r]) => [job, r.text])));
+      } catch (err) {
+        out.set(batch, new Map(failed.map((job) => [job, `the server could not be asked why: ${asLines(errorMessage(err))}`])));
+      }
+    }
+  } finally {
+    rpc.close();
+  }
+  return out;
 }
 
 export interface LeaseOptions {

@@ -139,11 +139,12 @@ export function fetchOutputCommand(services: GahpServices): AsyncCommand<BoundRe
 /**
  * The fetch error of a job BOINC_SUBMIT left out of its batch (its status was DONE so that
  * the gridmanager would come here): the gridmanager holds the job with "BOINC error: " and
- * this text (docs/gahp-protocol.md, "A job refused alone"), so it says what to do. A
- * release would only fetch again: the job must be submitted anew.
+ * this text (docs/gahp-protocol.md, "A job refused alone"), so it says what to do, in
+ * words a user can act on. A release would only fetch again (and hold the job again): the
+ * job must be submitted anew.
  */
 function refusedJobError(reason: string): string {
-  return `job not sent to BOINC: ${reason}; fix that, then condor_rm the job and submit it again (condor_release only repeats this fetch)`;
+  return `job not sent to BOINC: ${reason}; fix that, then remove the job with condor_rm and submit it again (a release holds it again)`;
 }
 
 /** Where a fetch gets the job's templates, and asks again when the job did not fit them. */

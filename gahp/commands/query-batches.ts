@@ -38,6 +38,8 @@ import type { QueryBatch2Reply } from '../../boinc-rpc/types.js';
 import type { LedgerQueryBatch } from '../ledger/types.js';
 import { parseBound, projectOf, type BoundRequest, type GahpServices } from '../services.js';
 import { yieldNow } from '../util.js';
+import { describeFailedJobs } from '../failed-job.js';
+import type { ProjectBinding } from '../session.js';
 
 export interface QueryBatchesRequest {
   minModTime: string;
@@ -224,10 +226,49 @@ export async function buildQueryResult(
   return { tokens, ledger, reported, reportedCount };
 }
 
+/** Failed jobs whose failure was logged, remembered at most (then forgotten all at once). */
+const MAX_LOGGED_FAILURES = 100_000;
+
 export function queryBatchesCommand(services: GahpServices): AsyncCommand<BoundRequest<QueryBatchesRequest>> {
   /** `<project>\n<batch>\n<lease>` already warned about. */
   const warned = new Set<string>();
   const answers = new AnswerMemory();
+  /** `<account key>\n<job>` whose failure was logged. */
+  const failuresLogged = new Set<string>();
+
+  /**
+   * HTCondor 10.0 holds a job BOINC reports ERROR with its own words, "Reason unknown,
+   * check the server", and asks nothing more: so the first answer that reports a job ERROR
+   * has the GAHP ask the server why (gahp/failed-job.ts: one query_batch with job details
+   * per batch) and log it at info, where the user is told to look (README, "HTCondor
+   * set-up"). In the background: the answer does not wait for it.
+   */
+  function logFailures(bound: ProjectBinding, batches: readonly LedgerQueryBatch[], ctx: HandlerContext): void {
+    const failed = new Map<string, string[]>();
+    for (const b of batches) {
+      for (const [job, status] of b.jobs) {
+        if (status !== 'ERROR') continue;
+        const key = `${bound.accountKey}\n${job}`;
+        if (failuresLogged.has(key)) continue;
+        if (failuresLogged.size >= MAX_LOGGED_FAILURES) failuresLogged.clear();
+        failuresLogged.add(key);
+        let jobs = failed.get(b.name);
+        if (!jobs) failed.set(b.name, (jobs = []));
+        jobs.push(job);
+      }
+    }
+    for (const [batch, jobs] of failed) {
+      describeFailedJobs(bound.rpc, batch, jobs, { signal: ctx.signal }).then(
+        (reports) => {
+          for (const [job, r] of reports) ctx.log.info(`job ${job} of batch ${batch} failed on BOINC: ${r.text}`);
+        },
+        (err) => {
+          if (ctx.signal.aborted) return;
+          ctx.log.info(`${jobs.length} jobs of batch ${batch} failed on BOINC (${jobs.slice(0, 5).join(', ')}${jobs.length > 5 ? ', ...' : ''}); asking the server why failed: ${(err as Error).message}`);
+        },
+      );
+    }
+  }
 
   function checkLeases(projectUrl: string, names: string[], ctx: HandlerContext): void {
     const now = Date.now() / 1000;
@@ -280,6 +321,7 @@ export function queryBatchesCommand(services: GahpServices): AsyncCommand<BoundR
           (err) => ctx.log.error(`ledger: could not record the statuses of query ${ctx.reqId}: ${(err as Error).message}`),
         )
         .then(() => checkLeases(project.url, req.batchNames, ctx))
+        .then(() => logFailures(projectOf(bound), ledger, ctx))
         .catch((err) => ctx.log.error(`lease check failed: ${(err as Error).message}`));
       ctx.log.debug(
         `query ${ctx.reqId}: ${req.batchNames.length} batches, ${(tokens.length - 2 - req.batchNames.length) / 2} jobs; ` +

@@ -321,8 +321,11 @@ export class GahpServer {
       if (deadline?.expired && !this.abort.signal.aborted && !text.includes(deadline.reason)) text = `${deadline.reason}: ${text}`;
       text = this.safeMessage(text);
       tokens = command.errorResult ? command.errorResult(text) : [text];
-      // At info: a failed command is what an admin looks for when jobs are held.
-      this.log.info(`${command.name} ${reqId} failed: ${text}`);
+      // At info: a failed command is what an admin looks for when jobs are held. One the
+      // shutdown (QUIT, EOF) cut off did not fail: nobody will read its result, and the
+      // gridmanager asks again after its restart.
+      if (this.abort.signal.aborted) this.log.info(`${command.name} ${reqId} cut off at shutdown (not a failure: its result is not read)`);
+      else this.log.info(`${command.name} ${reqId} failed: ${text}`);
     } finally {
       deadline?.dispose();
     }

@@ -3,10 +3,11 @@
  * process spoken to as HTCondor's gridmanager speaks BLAH to BOINC_GAHP
  * (test/support/blah-gridmanager.ts), against the test server over HTTP on 127.0.0.1.
  */
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startTestServer, type ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
-import { makeTempDir } from '../support/gahp-process.js';
+import { GAHP_BIN, makeTempDir } from '../support/gahp-process.js';
 import { BlahGridmanager, jobAd, submitAdText } from '../support/blah-gridmanager.js';
 import { escapeGahpString } from '../support/gridmanager.js';
 
@@ -138,7 +139,9 @@ test('a bad job is refused alone, with its own reason; the others of its burst a
 }, LONG);
 
 test("an input over the project's upload limit holds that job alone, with its own reason; the others of its batch go to BOINC", async () => {
-  const g = await gridmanager();
+  const logFile = path.join(dir, 'upload-limit.log');
+  const g = await BlahGridmanager.start(server.url, authFile, { logFile });
+  open.push(g);
   // The test server keeps PHP's default upload_max_filesize (2M), as the GAHP assumes.
   const big = 'x'.repeat(3 * 1024 * 1024) + '\n';
   const ads = [job('one\n'), job(big), job('two\n')];
@@ -151,6 +154,13 @@ test("an input over the project's upload limit holds that job alone, with its ow
   const held = await g.waitStatus(tooBig!, 5);
   expect(held.ad).toContain(path.join(ads[1]!.Iwd, 'in'));
   expect(held.ad).toMatch(/upload_max_filesize/);
+  // In the one shape of a refusal, naming no BOINC job (none was made); the log names the
+  // HTCondor job (cluster.proc from its sandbox id) and its directory.
+  expect(held.ad).toMatch(/HoldReason = "job not sent to BOINC: checking input files: input file /);
+  expect(/HoldReason = ("[^"]*")/.exec(held.ad)![1]).not.toContain(nameOf(tooBig!));
+  const proc = /_(\d+\.\d+)_\d+$/.exec(String(ads[1]!.JobDirectory))![1]!;
+  for (let i = 0; i < 50 && !fs.readFileSync(logFile, 'utf8').includes(`HTCondor job ${proc} `); i++) await new Promise((r) => setTimeout(r, 100));
+  expect(fs.readFileSync(logFile, 'utf8')).toMatch(new RegExp(`INFO batch boinc: HTCondor job ${proc.replace('.', '\\.')} \\(sandbox \\S+, in ${ads[1]!.Iwd}\\): job not sent to BOINC: checking input files: input file `));
   expect(server.jobs().some((j) => j.name === nameOf(tooBig!))).toBe(false);
   // One batch, with the two good jobs; the big file was never sent.
   expect(server.rpcLog().filter((e) => e.rpc === 'create_batch').length).toBe(creates + 1);
@@ -241,6 +251,130 @@ test("started as the gridmanager starts it (no arguments, no BOINC_GAHP_* variab
   const g2 = await BlahGridmanager.start('http://127.0.0.1:1/nothing/', authFile, { env });
   open.push(g2);
   expect((await g2.ping()).rc).toBe(1);
+}, LONG);
+
+/**
+ * An authenticator file the GAHP cannot read, made as robustly as the machine allows: run
+ * as root with a user `nobody` that can run the GAHP from this checkout, the GAHP runs as
+ * nobody and the file is root's, mode 0640 (EACCES), fixed as README step 2 sets it up
+ * (the file's group becomes nobody's); run as another user, the file is mode 0000 (EACCES),
+ * fixed by chmod 0640; else (root, nobody cannot run it) the path goes through a regular
+ * file (ENOTDIR), fixed by making that a directory holding the file.
+ */
+function unreadableAuthenticator(base: string): { file: string; code: string; user?: { uid: number; gid: number }; fix(): void } {
+  const nobody = { uid: 65534, gid: 65534 };
+  const root = process.getuid?.() === 0;
+  const write = (file: string, mode: number) => fs.writeFileSync(file, `${server.authenticator}\n`, { mode });
+  if (root && spawnSync(process.execPath, [GAHP_BIN, '--version'], { ...nobody, stdio: 'ignore' }).status === 0) {
+    const file = path.join(base, 'auth');
+    write(file, 0o640);
+    fs.chmodSync(file, 0o640);
+    return { file, code: 'EACCES', user: nobody, fix: () => fs.chownSync(file, 0, nobody.gid) };
+  }
+  if (!root) {
+    const file = path.join(base, 'auth');
+    write(file, 0o000);
+    fs.chmodSync(file, 0o000);
+    return { file, code: 'EACCES', fix: () => fs.chmodSync(file, 0o640) };
+  }
+  const notDir = path.join(base, 'auth.d');
+  fs.writeFileSync(notDir, 'a file, not a directory\n');
+  const file = path.join(notDir, 'auth');
+  return {
+    file,
+    code: 'ENOTDIR',
+    fix: () => {
+      fs.rmSync(notDir);
+      fs.mkdirSync(notDir);
+      write(file, 0o600);
+    },
+  };
+}
+
+test('an authenticator file the GAHP cannot read: it starts anyway, ping and submit name the file and the error; once readable, the same GAHP submits', async () => {
+  const base = makeTempDir('boinc-blah-unreadable-');
+  fs.chmodSync(base, 0o755);
+  try {
+    const auth = unreadableAuthenticator(base);
+    const stateDir = path.join(base, 'state');
+    fs.mkdirSync(stateDir);
+    if (auth.user) fs.chownSync(stateDir, auth.user.uid, auth.user.gid);
+    const adOf = (input: string) => {
+      const ad = job(input);
+      fs.chmodSync(ad.Iwd, 0o777);
+      fs.chmodSync(path.dirname(ad.Iwd), 0o755);
+      return ad;
+    };
+    // Named in the GAHP's environment (not HTCondor's configuration): it starts all the same.
+    const g = await BlahGridmanager.start(server.url, auth.file, { stateDir, ...(auth.user ?? {}) });
+    open.push(g);
+    const pid = g.gahp.child.pid;
+    const before = await g.ping();
+    expect(before.rc).toBe(1);
+    expect(before.message).toContain(`authenticator file ${auth.file}`);
+    expect(before.message).toContain(auth.code);
+    expect(before.message).not.toMatch(/no BOINC project is configured/);
+    // The advice keeps the file shared by the job owners' group (README step 2).
+    expect(before.message).not.toMatch(/chmod 600|chown/);
+    if (auth.code === 'EACCES') expect(before.message).toMatch(/chmod 0640/);
+    const refused = await g.submit(adOf('too early\n'));
+    expect(refused).toMatchObject({ rc: 1, jobId: 'N/A' });
+    expect(refused.message).toMatch(new RegExp(`^job not sent to BOINC: .*authenticator file ${auth.file.replace(/[.]/g, '\\.')}.*${auth.code}`));
+    expect(g.gahp.stderr).toContain(`authenticator file ${auth.file}`);
+
+    auth.fix();
+    // Read again at the next ping (at most every few seconds): no restart.
+    let after = await g.ping();
+    for (let i = 0; i < 60 && after.rc !== 0; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      after = await g.ping();
+    }
+    expect(after).toEqual({ rc: 0, message: 'No error' });
+    const { rc, jobId } = await g.submit(adOf('in time\n'));
+    expect(rc).toBe(0);
+    await onServer([jobId]);
+    expect(g.gahp.hasExited).toBe(false);
+    expect(g.gahp.child.pid).toBe(pid);
+    expect(g.gahp.stderr).not.toContain(server.authenticator);
+  } finally {
+    await stopAll();
+    fs.rmSync(base, { recursive: true, force: true });
+  }
+}, LONG);
+
+test("an authenticator file named by HTCondor's configuration that cannot be read: the ping says which setting named it; readable, the next submit goes", async () => {
+  const base = makeTempDir('boinc-blah-condor-auth-');
+  try {
+    const notDir = path.join(base, 'auth.d');
+    fs.writeFileSync(notDir, 'a file\n');
+    const file = path.join(notDir, 'auth');
+    const bin = path.join(base, 'condor-bin');
+    fs.mkdirSync(bin);
+    fs.writeFileSync(path.join(bin, 'condor_config_val'), [
+      '#!/bin/sh',
+      `printf 'BOINC_GAHP_PROJECT_URL = ${server.url}\\nBOINC_GAHP_AUTHENTICATOR_FILE = ${file}\\n'`,
+      '',
+    ].join('\n'), { mode: 0o755 });
+    const g = await BlahGridmanager.start(undefined, undefined, { env: { PATH: `${bin}:${process.env.PATH}` } });
+    open.push(g);
+    const p = await g.ping();
+    expect(p.rc).toBe(1);
+    expect(p.message).toContain(`authenticator file ${file}: cannot be read: ENOTDIR`);
+    expect(p.message).toContain("BOINC_GAHP_AUTHENTICATOR_FILE in HTCondor's configuration");
+    fs.rmSync(notDir);
+    fs.mkdirSync(notDir);
+    fs.writeFileSync(file, `${server.authenticator}\n`, { mode: 0o600 });
+    let s = await g.submit(job('after the fix\n'));
+    for (let i = 0; i < 60 && s.rc !== 0; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      s = await g.submit(job('after the fix\n'));
+    }
+    expect(s.rc).toBe(0);
+    await onServer([s.jobId]);
+  } finally {
+    await stopAll();
+    fs.rmSync(base, { recursive: true, force: true });
+  }
 }, LONG);
 
 test('outputs that cannot be put in place: held, the BOINC job kept; released (a new sandbox id), its result is fetched with no new BOINC job', async () => {

@@ -26,6 +26,10 @@ test('an input over the upload limit fails its own submit with its reason; the j
   expect(tooBig!.jobId).toBeNull();
   expect(tooBig!.errorString).toContain(path.join(dirs[1]!, 'in'));
   expect(tooBig!.errorString).toMatch(/upload_max_filesize/);
+  // One shape for every refusal, naming no BOINC job (none was made); the refused submit is
+  // logged, naming the HTCondor job by its directory.
+  expect(tooBig!.run!.stderr).toMatch(/^job not sent to BOINC: checking input files: input file /);
+  expect(fs.readFileSync(path.join(env().dir, 'blahp.log'), 'utf8')).toContain(`INFO blahp submit: the HTCondor job in ${dirs[1]!}: job not sent to BOINC: checking input files: input file ${path.join(dirs[1]!, 'in')}`);
   // The others: one batch, with exactly them.
   for (const s of [one!, two!]) expect(s.problem).toBeUndefined();
   expect(batchOf(one!.jobId!)).toBe(batchOf(two!.jobId!));

@@ -137,7 +137,7 @@ for (const place of places) {
     ]);
     const said = `cannot create the BLAHP state directory ${lit(sd)}/blahp: ${place.detail()}; set boinc_state_dir in blah\\.config to a directory this user can create and write`;
     expect(submit.code).toBe(2);
-    expect(lines(submit.stderr)).toEqual([expect.stringMatching(new RegExp(`^boinc_submit\\.sh: ${said}$`))]);
+    expect(lines(submit.stderr)).toEqual([expect.stringMatching(new RegExp(`^job not sent to BOINC: ${said}$`))]);
     expect(submit.stdout).toBe('');
     expect(ping.code).toBe(0);
     expect(lines(ping.stdout)).toEqual([expect.stringMatching(new RegExp(`^1 ${said}$`))]);

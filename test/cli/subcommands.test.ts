@@ -73,7 +73,7 @@ test('an unknown command gets the one meant', async () => {
   expect(gahp.stdout).toMatch(/^\$GahpVersion: /);
 });
 
-test('a bad project URL or authenticator file: exit 2 in the words doctor uses, from ping, submit and the GAHP', async () => {
+test('a bad project URL or authenticator file: exit 2 in the words doctor uses, from ping, submit and the GAHP (which starts, for a file it cannot read)', async () => {
   const subFile = path.join(dir, 'conf.sub');
   fs.writeFileSync(subFile, 'executable = uppercase\nqueue\n');
   for (const [url, auth] of [['htp://127.0.0.1/x/', authFile], [server.url, path.join(dir, 'nosuch.auth')]] as const) {
@@ -83,6 +83,12 @@ test('a bad project URL or authenticator file: exit 2 in the words doctor uses, 
     expect(fails).toHaveLength(1);
     for (const args of [['ping'], ['submit', subFile], ['--protocol']]) {
       const r = await runCli([...settings, ...args], { cwd: dir });
+      if (args[0] === '--protocol' && url === server.url) {
+        // The GAHP on a pipe starts without the file (issue 44, item 7): batch boinc's
+        // commands say what is wrong with it, and it is read again until it can be used.
+        expect({ args, code: r.code, stderr: r.stderr }).toEqual({ args, code: 0, stderr: `boinc-gahp: warning: batch boinc cannot use project ${server.url}: ${fails[0]} (named by --authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE); read again at the next ping or submit)\n` });
+        continue;
+      }
       expect({ args, code: r.code, stderr: r.stderr }).toEqual({ args, code: 2, stderr: `boinc-gahp: ${fails[0]}\n` });
     }
   }

@@ -93,7 +93,7 @@ test('one job with an argument BOINC cannot carry and one with a missing input: 
   expect(held1).not.toContain('#33.0');
   expect(held2).toContain(`job ${remoteJobName(noInput)}: input file ${path.join(noInput.iwd, 'nope.txt')} does not exist`);
   expect(held2).not.toContain('#32.0');
-  for (const h of [held1, held2]) expect(h).toMatch(/; fix that, then condor_rm the job and submit it again \(condor_release only repeats this fetch\)$/);
+  for (const h of [held1, held2]) expect(h).toMatch(/; fix that, then remove the job with condor_rm and submit it again \(a release holds it again\)$/);
 
   // Incremental passes: the refused jobs were reported; an answer after the one that carried them leaves them out.
   await res.statusPass();

@@ -24,6 +24,9 @@ export interface GahpStartOptions {
   logFile?: string;
   /** Working directory of the process (default: inherited). */
   cwd?: string;
+  /** Run as this user and group (the test runner must be root). */
+  uid?: number;
+  gid?: number;
 }
 
 export function makeTempDir(prefix = 'boinc-gahp-test-'): string {
@@ -88,6 +91,8 @@ export class GahpProcess {
       env: { ...withoutProxies(process.env), ...opts.env },
       stdio: ['pipe', 'pipe', 'pipe'],
       ...(opts.cwd ? { cwd: opts.cwd } : {}),
+      ...(opts.uid !== undefined ? { uid: opts.uid } : {}),
+      ...(opts.gid !== undefined ? { gid: opts.gid } : {}),
     });
     const gahp = new GahpProcess(child, stateDir, opts.stateDir === undefined);
     const banner = await gahp.readLine();
