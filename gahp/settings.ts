@@ -85,6 +85,8 @@ export interface AuthenticatorFile {
   /** Non-empty lines in the file. */
   lines: number;
   mode: number;
+  /** The file's group (gid). */
+  gid: number;
 }
 
 /** Reads an authenticator file; a ConfigError when it cannot be read or is empty. */
@@ -93,10 +95,12 @@ export function readAuthenticatorFile(file: string): AuthenticatorFile {
   const what = `authenticator file ${abs}`;
   let text: string;
   let mode: number;
+  let gid: number;
   try {
     const st = fs.statSync(abs);
     if (st.isDirectory()) throw new ConfigError(what, 'is a directory', `name the file that holds the account's authenticator (in ${abs}?), not its directory`);
     mode = st.mode;
+    gid = st.gid;
     text = fs.readFileSync(abs, 'utf8');
   } catch (err) {
     if (err instanceof ConfigError) throw err;
@@ -118,7 +122,7 @@ export function readAuthenticatorFile(file: string): AuthenticatorFile {
   if (/\s/.test(lines[0]!) || lines[0]!.startsWith('#')) {
     throw new ConfigError(what, 'its first line is not an authenticator (it holds a blank or begins with "#")', `put the account's authenticator alone on the first line of ${abs}`);
   }
-  return { authenticator: lines[0]!, lines: lines.length, mode };
+  return { authenticator: lines[0]!, lines: lines.length, mode, gid };
 }
 
 /** The authenticator in a file (never printed); a ConfigError when it cannot be had. */
@@ -182,4 +186,34 @@ function accessProblem(abs: string): { found: string; fix: string } {
     found,
     fix: `give it to the job owners' group with read for that group only, ${setUp}: e.g. chgrp boincusers ${shellWord(abs)}; chmod 0640 ${shellWord(abs)}, with ${user} and every other job owner in that group (a group a user joined since the GAHP started counts once HTCondor starts it again)`,
   };
+}
+
+/**
+ * Who besides its owner can read an authenticator file, when that is more than the
+ * README's set-up gives (step 2 of "The BOINC_GAHP route": mode 0640, the group of the job
+ * owners, this user among them); undefined when it is no more. Read by other users: any of
+ * them could submit as the account. Read by a group this user is not in: not the job
+ * owners' group. The fix takes read from those only, never from the job owners.
+ */
+export function authenticatorExposure(file: string, mode: number, gid: number): { found: string; fix: string } | undefined {
+  const abs = path.resolve(file);
+  if ((mode & 0o004) !== 0) {
+    return {
+      found: 'readable by other users, who could submit as this account',
+      fix: (mode & 0o040) !== 0 ? `chmod o-rwx ${shellWord(abs)} (its group keeps read, as the README sets it up for the job owners)` : `chmod o-rwx ${shellWord(abs)}`,
+    };
+  }
+  if ((mode & 0o040) === 0) return undefined;
+  const inGroup = process.getgid?.() === gid || (process.getgroups?.() ?? []).includes(gid);
+  if (inGroup) return undefined;
+  const group = idName('/etc/group', gid);
+  return {
+    found: `readable by group ${group}, which ${currentUser()} is not in: not the job owners' group the README sets it up with, and its members could submit as this account`,
+    fix: `give it the job owners' group (e.g. chgrp boincusers ${shellWord(abs)}, with every job owner in it), or take the group's read away (chmod g-r ${shellWord(abs)}) if only its owner uses it`,
+  };
+}
+
+/** The file's group by name, for the findings. */
+export function groupName(gid: number): string {
+  return idName('/etc/group', gid);
 }

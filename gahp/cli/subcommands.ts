@@ -9,7 +9,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { GahpClient, GahpRequestError, GahpResultError } from './gahp-client.js';
-import { checkProjectUrl, CLI_SETTING, defaultStateDir, noAuthenticatorFile, readAuthenticatorFile, UsageError } from '../settings.js';
+import { authenticatorExposure, checkProjectUrl, CLI_SETTING, defaultStateDir, noAuthenticatorFile, readAuthenticatorFile, UsageError } from '../settings.js';
 import { cliRpcClient, commandToRun, EXIT_FAILED, EXIT_OK, networkSettings, runOptions, type GlobalOptions } from './options.js';
 import { describeNetwork } from '../../boinc-rpc/network.js';
 import { JournalLedger } from '../ledger/journal-ledger.js';
@@ -17,7 +17,7 @@ import type { LedgerBatch } from '../ledger/types.js';
 import { ProgressLine } from './progress.js';
 import { asLines } from '../protocol/messages.js';
 import { SubmitStore, unfinished, type SubmitRecord } from './submit-state.js';
-import { errorMessage, shellWord } from '../util.js';
+import { errorMessage } from '../util.js';
 import { describeFailedJobs } from '../failed-job.js';
 
 export interface Project {
@@ -33,20 +33,23 @@ export function projectFrom(g: GlobalOptions, where: { url: string; authenticato
   const url = checkProjectUrl(g.projectUrl, where.url);
   if (!g.authenticatorFile) throw noAuthenticatorFile(where.authenticatorFile);
   const file = readAuthenticatorFile(g.authenticatorFile);
-  warnIfReadableByOthers(g.authenticatorFile, file.mode);
+  warnIfReadableByOthers(g.authenticatorFile, file.mode, file.gid);
   return { url, authenticator: file.authenticator };
 }
 
 /** Files whose readability by others was warned of in this process (once each). */
 const warnedReadable = new Set<string>();
 
-/** The authenticator is a password: a file group or others can read is said, with its fix (as doctor says it). */
-function warnIfReadableByOthers(file: string, mode: number): void {
+/**
+ * The authenticator is a password: a file readable by more than the README's set-up gives
+ * (a 0640 file of the job owners' group) is said, with its fix (as doctor says it).
+ */
+function warnIfReadableByOthers(file: string, mode: number, gid: number): void {
   const abs = path.resolve(file);
-  if ((mode & 0o044) === 0 || warnedReadable.has(abs)) return;
+  const exposure = authenticatorExposure(abs, mode, gid);
+  if (!exposure || warnedReadable.has(abs)) return;
   warnedReadable.add(abs);
-  const who = [(mode & 0o040) !== 0 ? 'its group' : '', (mode & 0o004) !== 0 ? 'other users' : ''].filter(Boolean).join(' and ');
-  process.stderr.write(`boinc-gahp: warning: the authenticator file ${abs} can be read by ${who} (mode ${(mode & 0o777).toString(8).padStart(4, '0')}); it is the account's password: chmod 600 ${shellWord(abs)}\n`);
+  process.stderr.write(`boinc-gahp: warning: the authenticator file ${abs} (mode ${(mode & 0o777).toString(8).padStart(4, '0')}) is ${exposure.found}: ${exposure.fix}\n`);
 }
 
 /** Starts an in-process GAHP, runs HTCondor's start-up sequence and selects the project. */

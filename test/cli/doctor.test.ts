@@ -36,6 +36,13 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
+/** A file's group by name (as doctor names it), from /etc/group. */
+function groupOf(p: string): string {
+  const gid = fs.statSync(p).gid;
+  const entry = fs.readFileSync('/etc/group', 'utf8').split('\n').map((l) => l.split(':')).find((f) => Number(f[2]) === gid && f[2] !== '');
+  return entry ? entry[0]! : String(gid);
+}
+
 /** A file holding `text`, with `mode`. */
 function file(name: string, text: string, mode = 0o600): string {
   const p = path.join(dir, name);
@@ -52,9 +59,9 @@ interface DoctorRun extends RunResult {
  * Runs `bin/boinc-gahp [globals] doctor [args]` with no HTCondor and no blahp unless `env`
  * says otherwise (BLAHPD_LOCATION and GLITE_LOCATION point into the temp dir, so /usr/libexec/blahp is not looked at).
  */
-async function doctor(args: string[], o: { auth?: string; url?: string; globals?: string[]; env?: NodeJS.ProcessEnv; noProject?: boolean } = {}): Promise<DoctorRun> {
+async function doctor(args: string[], o: { auth?: string; url?: string; globals?: string[]; env?: NodeJS.ProcessEnv; noProject?: boolean; noStateDir?: boolean } = {}): Promise<DoctorRun> {
   const globals = [
-    '--state-dir', path.join(dir, 'state'),
+    ...(o.noStateDir ? [] : ['--state-dir', path.join(dir, 'state')]),
     ...(o.noProject ? [] : ['--project-url', o.url ?? server.url, '--authenticator-file', o.auth ?? authFile]),
     ...(o.globals ?? []),
   ];
@@ -96,7 +103,7 @@ test('host: node, state directory, authenticator file, proxy and trust; a state 
   expect(broken.code).toBe(1);
   expect(line(broken, 'state directory')).toBe(`FAIL  state directory ${underFile}: cannot be created: ${authFile} is a file, not a directory (from --state-dir / BOINC_GAHP_STATE_DIR)` +
     `  -> fix: give --state-dir (or BOINC_GAHP_STATE_DIR) a directory this user can create or write, e.g. ~/.local/state/boinc-gahp (meanwhile the GAHP falls back to ${path.join(os.tmpdir(), `boinc-gahp-${process.getuid!()}`)}, which the temp dir's cleaning empties, and submit and the BLAHP scripts stop with this error)`);
-  expect(line(broken, 'authenticator file')).toBe(`warn  authenticator file ${open}: one line, mode 0644: readable by group and other users, who could submit as this account  -> fix: chmod 600 ${open}`);
+  expect(line(broken, 'authenticator file')).toBe(`warn  authenticator file ${open}: one line, mode 0644, group ${groupOf(open)}: readable by other users, who could submit as this account  -> fix: chmod o-rwx ${open} (its group keeps read, as the README sets it up for the job owners)`);
 
   expect(missing.code).toBe(1);
   expect(line(missing, 'authenticator file')).toMatch(new RegExp(`^FAIL  authenticator file ${dir}/nope: cannot be read: ENOENT.*  -> fix: write the account's authenticator .* into ${dir}/nope as one line, then chmod 600 ${dir}/nope$`));
@@ -326,6 +333,36 @@ function folderState(folder: string): string[] {
     return `${n} ${(fs.statSync(p).mode & 0o7777).toString(8)} ${fs.readFileSync(p, 'utf8')}`;
   });
 }
+
+test("run as a job owner on a BOINC_GAHP pool set up by the README: HTCondor's state directory, the shared 0640 file, blahpd's scripts not used: all ok (issue 44, item 5)", async () => {
+  // README step 2: the authenticator, mode 0640, of a group of the job owners (this user's).
+  const shared = path.join(dir, 'pool-auth');
+  fs.writeFileSync(shared, server.authenticator + '\n');
+  fs.chmodSync(shared, 0o640);
+  fs.chownSync(shared, process.getuid!(), process.getgid!());
+  const stateDir = path.join(dir, 'pool-state');
+  // HTCondor under a prefix whose blahpd folder lacks the scripts, the packages' folder has them.
+  const release = path.join(dir, 'pool-prefix');
+  fs.mkdirSync(path.join(release, 'libexec', 'blahp'), { recursive: true });
+  const usr = path.join(dir, 'pool-usr');
+  fs.mkdirSync(path.join(usr, 'libexec'), { recursive: true });
+  await installedLibexec('pool-usr/libexec/blahp');
+  const condor = condorStandIn('condor-pool', {
+    RELEASE_DIR: release,
+    BOINC_GAHP: ENTRY,
+    BOINC_GAHP_PROJECT_URL: server.url,
+    BOINC_GAHP_AUTHENTICATOR_FILE: shared,
+    BOINC_GAHP_STATE_DIR: stateDir,
+    GRIDMANAGER_MAX_SUBMITTED_JOBS_PER_RESOURCE: '20000',
+    GRIDMANAGER_JOB_PROBE_RATE_BATCH: '500',
+  });
+  const r = await doctor([], { env: { PATH: condor, GLITE_LOCATION: usr }, noProject: true, noStateDir: true });
+  expect(r.lines.filter((l) => !l.startsWith('ok'))).toEqual([expect.stringMatching(/^\d+ checks: \d+ ok, 0 warn, 0 FAIL$/)]);
+  expect(r.code).toBe(0);
+  expect(line(r, 'state directory')).toMatch(new RegExp(`^ok {4}state directory ${stateDir}: does not exist yet, will be created in ${dir}; [\\d.]+ GiB free \\(from BOINC_GAHP_STATE_DIR in HTCondor's configuration\\)$`));
+  expect(line(r, 'authenticator file')).toBe(`ok    authenticator file ${shared}: one line, mode 0640, group ${groupOf(shared)} (readable by the job owners' group, as the README sets it up)`);
+  expect(line(r, 'blahp scripts')).toBe(`ok    blahp scripts and blah.config: not used: BOINC_GAHP is defined (${ENTRY}), so batch boinc is served by boinc-gahp itself, not by blahpd`);
+});
 
 test('blahp: the folder blahpd uses is asked of HTCondor (RELEASE_DIR): FAIL first while it lacks the scripts, whatever blahp\'s default folder holds; ok after `blahp install` with no directory; `blahp uninstall` leaves the folder as before', async () => {
   // An HTCondor under a prefix: RELEASE_DIR/libexec/blahp holds blahp's own scripts.

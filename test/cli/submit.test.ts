@@ -779,5 +779,10 @@ test('an authenticator file others can read is warned of by every command, with 
   fs.chmodSync(auth, 0o644);
   const r = await runCli(['--state-dir', state(), '--project-url', server.url, '--authenticator-file', auth, 'ping']);
   expect(r.code).toBe(0);
-  expect(r.stderr).toBe(`boinc-gahp: warning: the authenticator file ${auth} can be read by its group and other users (mode 0644); it is the account's password: chmod 600 '${auth}'\n`);
+  expect(r.stderr).toBe(`boinc-gahp: warning: the authenticator file ${auth} (mode 0644) is readable by other users, who could submit as this account: chmod o-rwx '${auth}' (its group keeps read, as the README sets it up for the job owners)\n`);
+  // The README's shared file (0640, a group this user is in) is no warning (issue 44, item 5).
+  fs.chmodSync(auth, 0o640);
+  const shared = await runCli(['--state-dir', state(), '--project-url', server.url, '--authenticator-file', auth, 'ping']);
+  expect(shared.code).toBe(0);
+  expect(shared.stderr).toBe('');
 });

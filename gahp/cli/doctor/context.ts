@@ -10,8 +10,10 @@ export interface DoctorTarget {
   /** Where the URL and the file were given, for the fixes, e.g. `--project-url` or `boinc_project_url in /etc/blah.config`. */
   urlSetting: string;
   authSetting: string;
-  /** A state directory other than the command line's (blah.config's boinc_state_dir). */
+  /** A state directory other than the command line's (blah.config's boinc_state_dir, HTCondor's BOINC_GAHP_STATE_DIR). */
   stateDir?: string;
+  /** Where that state directory was given (default: boinc_state_dir beside the authenticator file's setting). */
+  stateDirSetting?: string;
 }
 
 export interface DoctorContext {

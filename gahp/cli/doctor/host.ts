@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { errnoText, nearestExisting } from '../../dirs.js';
 import { fallbackStateDir, probeWrite } from '../../state-dir.js';
-import { ConfigError, defaultStateDir, noAuthenticatorFile, readAuthenticatorFile, type AuthenticatorFile } from '../../settings.js';
+import { authenticatorExposure, ConfigError, defaultStateDir, groupName, noAuthenticatorFile, readAuthenticatorFile, type AuthenticatorFile } from '../../settings.js';
 import type { DoctorContext, DoctorTarget } from './context.js';
 import type { Report } from './report.js';
 
@@ -48,9 +48,9 @@ function freeBytes(dir: string): number {
 export function checkStateDir(ctx: DoctorContext, report: Report, target: DoctorTarget): void {
   const given = target.stateDir ?? ctx.g.stateDir;
   const dir = path.resolve(given ?? defaultStateDir());
-  const source = target.stateDir !== undefined ? 'boinc_state_dir' : given !== undefined ? '--state-dir / BOINC_GAHP_STATE_DIR' : 'the default ($XDG_STATE_HOME/boinc-gahp)';
+  const source = target.stateDir !== undefined ? (target.stateDirSetting ?? 'boinc_state_dir') : given !== undefined ? '--state-dir / BOINC_GAHP_STATE_DIR' : 'the default ($XDG_STATE_HOME/boinc-gahp)';
   const what = `state directory ${dir}`;
-  const setting = target.stateDir !== undefined ? target.authSetting.replace('boinc_authenticator_file', 'boinc_state_dir') : '--state-dir (or BOINC_GAHP_STATE_DIR)';
+  const setting = target.stateDir !== undefined ? (target.stateDirSetting ?? target.authSetting.replace('boinc_authenticator_file', 'boinc_state_dir')) : '--state-dir (or BOINC_GAHP_STATE_DIR)';
   // The GAHP would still start (gahp/state-dir.ts), but its ledger would not last; submit
   // and the BLAHP scripts stop (docs/storage.md, "Making directories"): say so.
   const fix = `give ${setting} a directory this user can create or write, e.g. ~/.local/state/boinc-gahp (meanwhile the GAHP falls back to ${fallbackStateDir()}, which the temp dir's cleaning empties, and submit and the BLAHP scripts stop with this error)`;
@@ -109,16 +109,18 @@ export function checkAuthenticatorFile(report: Report, target: DoctorTarget): st
   }
   const file = path.resolve(given);
   const what = `authenticator file ${file}`;
-  const { lines, mode } = read;
+  const { lines, mode, gid } = read;
   const shape = lines === 1 ? 'one line' : `${lines} lines (the first is used)`;
   const perms = (mode & 0o777).toString(8).padStart(4, '0');
-  if ((mode & 0o044) !== 0) {
-    const who = [(mode & 0o040) !== 0 ? 'group' : '', (mode & 0o004) !== 0 ? 'other users' : ''].filter(Boolean).join(' and ');
-    report.warn('host', what, `${shape}, mode ${perms}: readable by ${who}, who could submit as this account`, `chmod 600 ${file}`);
+  // The README's shared file (0640, the job owners' group) is what it should be; only more is warned of.
+  const exposure = authenticatorExposure(file, mode, gid);
+  const group = (mode & 0o040) !== 0 ? `, group ${groupName(gid)}` : '';
+  if (exposure) {
+    report.warn('host', what, `${shape}, mode ${perms}${group}: ${exposure.found}`, exposure.fix);
   } else if (lines > 1) {
-    report.warn('host', what, `${shape}, mode ${perms}`, `keep only the authenticator in ${file}, on one line`);
+    report.warn('host', what, `${shape}, mode ${perms}${group}`, `keep only the authenticator in ${file}, on one line`);
   } else {
-    report.ok('host', what, `${shape}, mode ${perms}`);
+    report.ok('host', what, `${shape}, mode ${perms}${group ? `${group} (readable by the job owners' group, as the README sets it up)` : ''}`);
   }
   return read.authenticator;
 }

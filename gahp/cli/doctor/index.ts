@@ -15,6 +15,7 @@ import { checkApps } from './apps.js';
 import { blahpRouteConfigured, checkBlahConfig, checkBlahpScripts, findBlahp } from './blahp.js';
 import { checkHtcondor } from './condor.js';
 import { readCondorSettings } from '../../condor-config.js';
+import { condorConfigValue, onPath } from '../../blahp-location.js';
 import type { DoctorContext, DoctorTarget } from './context.js';
 import { checkAuthenticatorFile, checkNodeVersion, checkStateDir } from './host.js';
 import { checkNetwork } from './network.js';
@@ -84,26 +85,41 @@ const sameTarget = (a: DoctorTarget, b: DoctorTarget) =>
 export async function doctorCmd(g: GlobalOptions, o: DoctorOptions): Promise<number> {
   const report = new Report(o.json ? undefined : (line) => process.stdout.write(line + '\n'));
   const ctx: DoctorContext = { g, report, apps: o.app ?? [], timeoutMs: (g.rpcTimeout ?? DEFAULT_TIMEOUT_S) * 1000, env: process.env };
-  const blahp = await findBlahp(ctx.env, o.blahp);
+  let blahp = await findBlahp(ctx.env, o.blahp);
   // The project as the GAHP will have it: the options (and BOINC_GAHP_* variables), else
   // HTCondor's configuration, where the BOINC_GAHP route keeps it (condor-config.ts).
   const fromFile = o.submitFile !== undefined ? submitFileTarget(g, o.submitFile) : undefined;
   const site = g.projectUrl || fromFile ? undefined : readCondorSettings(ctx.env);
   const siteUrl = site?.values.get('BOINC_GAHP_PROJECT_URL');
   const siteAuth = site?.values.get('BOINC_GAHP_AUTHENTICATOR_FILE');
+  // The state directory as the GAHP will have it: --state-dir or BOINC_GAHP_STATE_DIR in the
+  // environment, else HTCondor's configuration's.
+  const siteStateDir = g.stateDir === undefined ? site?.values.get('BOINC_GAHP_STATE_DIR') : undefined;
+  const stateDir = siteStateDir ? { stateDir: siteStateDir, stateDirSetting: "BOINC_GAHP_STATE_DIR in HTCondor's configuration" } : {};
   const options: DoctorTarget = fromFile ?? (siteUrl
     ? {
+        ...stateDir,
         url: siteUrl,
         ...(g.authenticatorFile ?? siteAuth ? { authenticatorFile: path.resolve((g.authenticatorFile ?? siteAuth)!) } : {}),
         urlSetting: "BOINC_GAHP_PROJECT_URL in HTCondor's configuration",
         authSetting: g.authenticatorFile ? '--authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE)' : "BOINC_GAHP_AUTHENTICATOR_FILE in HTCondor's configuration",
       }
     : {
+        ...stateDir,
         ...(g.projectUrl ? { url: g.projectUrl } : {}),
         ...(g.authenticatorFile ? { authenticatorFile: path.resolve(g.authenticatorFile) } : {}),
         urlSetting: '--project-url (or BOINC_GAHP_PROJECT_URL)',
         authSetting: '--authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE)',
       });
+  // A pool whose BOINC_GAHP is defined serves batch boinc with boinc-gahp itself: blahpd's
+  // scripts and blah.config are not used, so nothing there is a failure (unless --blahp asks).
+  const tool = onPath('condor_config_val', ctx.env);
+  const boincGahp = tool ? await condorConfigValue(tool, 'BOINC_GAHP', ctx.env) : undefined;
+  const blahpUnused = blahp !== undefined && boincGahp !== undefined && o.blahp === undefined;
+  if (blahpUnused) {
+    report.ok('blahp', 'blahp scripts and blah.config', `not used: BOINC_GAHP is defined (${boincGahp}), so batch boinc is served by boinc-gahp itself, not by blahpd`);
+    blahp = undefined;
+  }
   // First: scripts missing where blahpd looks leave batch boinc "down" with nothing else to show for it.
   if (blahp?.blahpdFolder) checkBlahpScripts(report, { ...blahp, ...blahp.blahpdFolder });
   if (blahp) checkBlahpScripts(report, blahp);
@@ -112,7 +128,7 @@ export async function doctorCmd(g: GlobalOptions, o: DoctorOptions): Promise<num
   const blahTarget = blahp ? checkBlahConfig(new Report(), blahp) : undefined;
   const first = !options.url && !options.authenticatorFile && blahTarget ? blahTarget : options;
   await projectRound(ctx, report, first);
-  await checkHtcondor(ctx, blahpRouteConfigured(blahp));
+  await checkHtcondor(ctx, blahpUnused || blahpRouteConfigured(blahp));
   if (blahp) {
     const target = checkBlahConfig(report, blahp);
     if (target && target !== first) {
