@@ -14,6 +14,15 @@
  *   and that was not aborted (its instances timed out, could not be sent, failed
  *   validation): the state of each instance in words (`Timed out - no response`).
  * So a batch where 100 jobs crashed costs one call, however large the batch.
+ *
+ * An instance that ended with exit status -186 (ERR_RESULT_DOWNLOAD) never ran: the
+ * volunteer's client could not download the job's input, typically a shared `condorv_`
+ * file the project's file_deleter removed when another job using it was done
+ * (docs/boinc-server.md, "The project's daemons"). The client's message names the file in
+ * the instance's stderr, which only `query_completed_job` reports, and only on a server
+ * whose handler reports failed instances (the real one dies: a fatal error in its log per
+ * call), so it is asked for these jobs alone; without it the text says the inputs could
+ * not be downloaded, without the name.
  */
 import type { BoincRpc, CallOptions, QueryBatchJob } from '../boinc-rpc/types.js';
 
@@ -33,6 +42,9 @@ export interface FailedJobReport {
 
 /** query_job calls at once, for jobs without an exit status. */
 const INSTANCE_QUERIES_AT_ONCE = 4;
+
+/** BOINC's ERR_RESULT_DOWNLOAD: the client could not get the job's input files. */
+export const ERR_RESULT_DOWNLOAD = -186;
 
 /**
  * What the server reports of each of `jobNames`, jobs of the batch `batchName` that BOINC
@@ -64,6 +76,13 @@ export async function describeFailedJobs(
     if (!isAborted(job) && !job.exitStatuses?.length) needInstances.push(job);
     else reports.set(name, reportOf(job));
   }
+  const downloads = [...new Set(jobNames)].filter((n) => byName.get(n)?.exitStatuses?.includes(ERR_RESULT_DOWNLOAD));
+  await Promise.all(
+    downloads.slice(0, INSTANCE_QUERIES_AT_ONCE * 4).map(async (name) => {
+      const file = await undownloadedInput(rpc, name, opts);
+      if (file !== undefined) reports.set(name, reportOf(byName.get(name)!, undefined, file));
+    }),
+  );
   let next = 0;
   const worker = async () => {
     while (next < needInstances.length) {
@@ -91,8 +110,33 @@ function isAborted(job: QueryBatchJob): boolean {
   return job.errors?.includes('cancelled') === true;
 }
 
-/** `states`: the instances' states from query_job (undefined: not asked, or it failed). */
-function reportOf(job: QueryBatchJob, states?: string[]): FailedJobReport {
+/**
+ * The input named in the failed instance's stderr by the client's `WU download error`
+ * (`<file_xfer_error><file_name>NAME</file_name>...`, HTML entities decoded by the RPC
+ * client), with the client's error text: undefined when the server does not report the
+ * failed instance (the real handler) or names no file.
+ */
+async function undownloadedInput(rpc: BoincRpc, jobName: string, opts: CallOptions): Promise<{ name: string; error?: string } | undefined> {
+  let stderr: string;
+  try {
+    stderr = (await rpc.queryCompletedJob(jobName, opts)).stderrOut;
+  } catch (err) {
+    if (opts.signal?.aborted) throw err;
+    return undefined;
+  }
+  const at = stderr.indexOf('WU download error');
+  if (at < 0) return undefined;
+  const xfer = /<file_xfer_error>\s*<file_name>([^<]+)<\/file_name>([\s\S]*?)<\/file_xfer_error>/.exec(stderr.slice(at));
+  if (!xfer) return undefined;
+  const error = /<error_message>([^<]*)<\/error_message>/.exec(xfer[2]!)?.[1]?.trim();
+  return { name: xfer[1]!.trim(), ...(error ? { error } : {}) };
+}
+
+/**
+ * `states`: the instances' states from query_job (undefined: not asked, or it failed);
+ * `input`: the input the client could not download, from its stderr.
+ */
+function reportOf(job: QueryBatchJob, states?: string[], input?: { name: string; error?: string }): FailedJobReport {
   const aborted = isAborted(job);
   // BOINC's words for why it gave up, but `cancelled`, which is said as "aborted".
   const why = (job.errors ?? []).filter((e) => e !== 'cancelled' && /^[a-z_]+$/.test(e)).map((e) => e.replace(/_/g, ' '));
@@ -100,7 +144,11 @@ function reportOf(job: QueryBatchJob, states?: string[]): FailedJobReport {
   const exitStatus = statuses.at(-1);
   const parts: string[] = [];
   if (aborted) parts.push('aborted on the server');
-  if (exitStatus !== undefined) {
+  if (exitStatus === ERR_RESULT_DOWNLOAD) {
+    // It never ran: its host could not get an input (the project no longer had it, most often).
+    const what = input ? `input ${input.name} could not be downloaded` : 'its input files could not be downloaded';
+    parts.push(`${what} by the volunteer's host (${input?.error ? `${input.error}; ` : ''}exit status ${ERR_RESULT_DOWNLOAD})`);
+  } else if (exitStatus !== undefined) {
     const distinct = [...new Set(statuses)];
     const who = statuses.length === 1 ? 'its instance' : `${statuses.length} instances`;
     parts.push(`${who} failed with exit status ${distinct.join(', ')}`);

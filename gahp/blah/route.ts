@@ -50,6 +50,7 @@ import { checkJob, type JobRequest } from '../batch-boinc/job-check.js';
 import { ensureStdout, startErrorFile } from '../batch-boinc/standard-files.js';
 import { SubmitCheckError } from '../staging/validate.js';
 import { ARCHIVE_AFTER_MS, BlahStore, type FinalState, type StoredBatch, type StoredJob } from './store.js';
+import { isOutputGone } from '../output/gone.js';
 
 /** How long arriving jobs are gathered before they are recorded together and answered. */
 const JOIN_MS = 20;
@@ -667,6 +668,13 @@ export class BlahRoute {
       const msg = errorMessage(err);
       this.services.log.warn(`batch boinc: fetch of ${job.jobName} failed: ${msg}`);
       if (err instanceof BoincRpcError && err.kind === 'transport') return; // the next refresh tries again
+      if (isOutputGone(err)) {
+        // Deleted or moved by the project: no attempt can bring it back, nothing is kept.
+        this.fetchFailures.delete(job.jobName);
+        this.setFinal(job, { kind: 'held', reason: `BOINC finished job ${job.jobName} but ${msg}`, code: 0 });
+        this.afterFinal(job.batch);
+        return;
+      }
       const attempts = (this.fetchFailures.get(job.jobName) ?? 0) + 1;
       this.fetchFailures.set(job.jobName, attempts);
       if (attempts >= MAX_FETCH_ATTEMPTS) {

@@ -29,6 +29,7 @@ import { unfinished, type SubmitRecord } from './submit-state.js';
 import { errorMessage, sleep } from '../util.js';
 import { UsageError } from '../settings.js';
 import { asLines } from '../protocol/messages.js';
+import { isOutputGone } from '../output/gone.js';
 
 export interface SubmitOptions {
   wait: boolean;
@@ -229,6 +230,7 @@ class SubmitRun {
       ...(g.caFile !== undefined ? ['--ca-file', g.caFile] : []),
       ...(g.maxFileUploads !== undefined ? ['--max-file-uploads', String(g.maxFileUploads)] : []),
       ...(g.postMaxSize !== undefined ? ['--post-max-size', String(g.postMaxSize)] : []),
+      ...(g.keepFiles !== undefined ? ['--keep-files', g.keepFiles ? 'yes' : 'no'] : []),
       ...(g.uploadMaxFilesize !== undefined ? ['--upload-max-filesize', String(g.uploadMaxFilesize)] : []),
       ...(g.rpcTimeout ? ['--rpc-timeout', String(g.rpcTimeout)] : []),
       // No gridmanager call timeout here: no deadline unless one was asked for.
@@ -624,6 +626,13 @@ class SubmitRun {
       this.rec.fetched.push(job);
       if (r[0] !== '0') this.progress.log(`job ${this.rec.cluster}.${p.proc} finished with exit status ${r[0]}`);
     } catch (err) {
+      if (isOutputGone(errorMessage(err))) {
+        // Deleted or moved by the project: the job failed, no later run can fetch it.
+        this.rec.failed[job] = `finished on BOINC, but its outputs are lost: ${errorMessage(err)}`;
+        this.progress.log(`job ${this.rec.cluster}.${p.proc} failed: ${this.rec.failed[job]}`);
+        await this.plan.store.save(this.rec);
+        return;
+      }
       const n = (this.fetchTries.get(job) ?? 0) + 1;
       this.fetchTries.set(job, n);
       if (n >= FETCH_ATTEMPTS) {
@@ -704,7 +713,10 @@ class SubmitRun {
     for (const [why, jobs] of errors) warn(`  ${jobs.length > 3 ? `${jobs.slice(0, 3).join(', ')} and ${jobs.length - 3} more` : jobs.join(', ')}: ${why}`);
     const until = Math.min(...this.live().map((b) => this.rec.leaseUntil[b] ?? Infinity));
     const kept = Number.isFinite(until) ? ` until ${new Date(until * 1000).toISOString().replace('.000Z', 'Z')} (each run renews the lease)` : '';
-    warn(`their results are kept on the server${kept}, their batch not retired; fix what is said above ` +
-      `(a missing or unwritable directory, a full disk, the project's download script) and run the same command again: it fetches them: ${submitCommand(this.g, this.plan)}`);
+    // Kept means marked no_delete (--keep-files, the default); without it the project's
+    // file_deleter may remove them meanwhile, and a fetch then says they are gone.
+    const keeping = this.g.keepFiles !== false;
+    warn(`their results ${keeping ? 'are kept' : 'stay unless the project deletes them'} on the server${kept}, their batch not retired; fix what is said above ` +
+      `(a missing or unwritable directory, a full disk, the project's download script) and run the same command again: it fetches ${keeping ? 'them' : 'those still there'}: ${submitCommand(this.g, this.plan)}`);
   }
 }

@@ -16,6 +16,7 @@ import * as fsp from 'node:fs/promises';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import type { AppTemplates, BoincRpc, CompletedJob } from '../../boinc-rpc/types.js';
 import type { Ledger } from '../ledger/types.js';
+import { outputGoneMessage } from './gone.js';
 import { boincAcceptsName, collectedNames, collectedStores, gunzipInPlace, type OutputWay, type ZipBatch } from './collected.js';
 
 /** The output is not kept by a batch-collect assimilator either (or the job's batch is not known). */
@@ -196,10 +197,13 @@ export class JobOutputs {
     if (this.o.templates.outputGzip?.[n]) await gunzipInPlace(dest, signal);
   }
 
-  /** Neither page has the output. */
+  /**
+   * Neither page has the output: the project deleted it, or moved it where neither finds it.
+   * Its message says so, with what can be set against it (gone.ts); no one fetches it again.
+   */
   private gone(n: number, ...errs: Array<Error | undefined>): Error {
-    const open = this.o.templates.outputOpenNames[n];
-    const why = errs.filter((e) => e !== undefined).map((e) => e.message).join('; ');
-    return new BoincRpcError('get_output', 'protocol', `output ${open} of job ${this.o.jobName} is on the server neither in the upload hierarchy nor kept by a batch-collect assimilator (${why})`, { code: 'no-such-file' });
+    const open = this.o.templates.outputOpenNames[n] ?? `number ${n}`;
+    const why = `in neither the upload hierarchy nor a batch-collect assimilator's results: ${errs.filter((e) => e !== undefined).map((e) => e.message).join('; ')}`;
+    return new BoincRpcError('get_output', 'protocol', outputGoneMessage(open, this.o.jobName, why), { code: 'no-such-file' });
   }
 }
