@@ -324,7 +324,7 @@ export class GahpServer {
       // At info: a failed command is what an admin looks for when jobs are held. One the
       // shutdown (QUIT, EOF) cut off did not fail: nobody will read its result, and the
       // gridmanager asks again after its restart.
-      if (this.abort.signal.aborted) this.log.info(`${command.name} ${reqId} cut off at shutdown (not a failure: its result is not read)`);
+      if (this.abort.signal.aborted && isAbort(err, this.abort.signal)) this.log.info(`${command.name} ${reqId} cut off at shutdown (not a failure: its result is not read)`);
       else this.log.info(`${command.name} ${reqId} failed: ${text}`);
     } finally {
       deadline?.dispose();
@@ -398,4 +398,11 @@ export class GahpServer {
     this.out.close();
     this.opts.onExit?.(code);
   }
+}
+
+/** Whether a command failed because its signal fired (the shutdown), not for a reason of its own. */
+function isAbort(err: unknown, signal: AbortSignal): boolean {
+  if (err === signal.reason) return true;
+  const e = err as { name?: unknown; code?: unknown; aborted?: unknown } | null | undefined;
+  return e?.name === 'AbortError' || e?.code === 'ABORT_ERR' || e?.aborted === true;
 }
