@@ -88,8 +88,8 @@ test('a DONE job never seen running reads idle until its outputs are in place, t
   env().config({ boinc_status_max_age: '3' });
   const [done, cancelled, held] = await Promise.all([submit('done'), submit('cancelled'), submit('held', { Queue: 'failing', TransferOutput: undefined })]);
   for (const j of [done, cancelled, held]) expect((await status(j.id)).answer!.jobStatus).toBe(1);
-  // The server takes 4 s to describe the finished job: it is DONE there well before its outputs are here.
-  env().server.injectFault({ script: 'submit_rpc_handler.php', rpc: 'query_completed_job', requestContains: nameOf(done.id), kind: 'late', delayMs: 4000 });
+  // The server takes 6 s to describe the finished job: it is DONE there well before its outputs are here.
+  env().server.injectFault({ script: 'submit_rpc_handler.php', rpc: 'query_completed_job', requestContains: nameOf(done.id), kind: 'late', delayMs: 6000 });
   env().server.advanceJob(nameOf(done.id), 'DONE');
   env().server.advanceJob(nameOf(held.id), 'DONE');
   expect((await env().blahpd.cancel(cancelled.id)).answer).toEqual({ rc: 0, errorString: 'No error' });
@@ -110,8 +110,10 @@ test('a DONE job never seen running reads idle until its outputs are in place, t
     await sleep(200);
   }
   expect(seen.at(-1)).toBe(4);
-  // Answered while the outputs were fetched (the server took 4 s to describe the job).
-  expect(seen.length).toBeGreaterThan(5);
+  // Answered (idle) while the outputs were fetched (the server took 6 s to describe the job),
+  // not held until the fetch ended. Not a count of answers: on a loaded machine one status
+  // call can take over a second.
+  expect(seen.length).toBeGreaterThanOrEqual(3);
   for (const until = Date.now() + 60_000; Date.now() < until && (await status(held.id)).answer!.jobStatus !== 5; ) await sleep(200);
 
   const starts = env().nodeStarts();
