@@ -9,7 +9,9 @@
  * quick status line, quick.ts): a status call says 4 only after that. A crash mid-fetch
  * leaves no partial output under a real name; the next worker starts that job again.
  *
- * A fetch that fails for a reason other than the transport is tried again on the next
+ * An output the project deleted or moved before it was fetched (gahp/output/gone.ts) holds
+ * the job at once with that reason: no attempt brings it back, no result is kept. Any other
+ * fetch that fails for a reason other than the transport is tried again on the next
  * rounds; after MAX_ATTEMPTS such failures the job is held with the reason, and its result
  * is kept on BOINC (not aborted, its batch not retired) when the job can come back for it
  * (its identity is known: records.ts); a job released is submitted again and then takes
@@ -20,6 +22,7 @@ import * as path from 'node:path';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
 import { describeFailedJobs, type FailedJobReport } from '../failed-job.js';
 import { fetchOutputCommand, type FetchOutputRequest } from '../commands/fetch-output.js';
+import { isOutputGone } from '../output/gone.js';
 import { retireBatchCommand } from '../commands/retire-batch.js';
 import { releaseDestinations } from './destinations.js';
 import { setLeaseCommand } from '../commands/set-lease.js';
@@ -185,6 +188,12 @@ export async function fetchJob(ctx: BlahpContext, job: ParsedJobName): Promise<b
     const transport = err instanceof BoincRpcError && err.kind === 'transport';
     ctx.log.warn(`blahp fetch: ${job.jobName}: ${msg}`);
     if (transport) return false;
+    if (isOutputGone(err)) {
+      // Deleted or moved by the project: no attempt can bring it back, nothing is kept.
+      hold(ctx, job, `BOINC finished job ${job.jobName} but ${msg}`);
+      fs.rmSync(fetchAttemptsFile(ctx, job), { force: true });
+      return true;
+    }
     const attempts = (readJson<{ attempts: number }>(fetchAttemptsFile(ctx, job))?.attempts ?? 0) + 1;
     if (attempts >= MAX_ATTEMPTS) {
       if (spec.identity) keepResult(ctx, job, spec.identity, `BOINC finished job ${job.jobName} but its outputs could not be put in place (${attempts} attempts): ${msg}`);
