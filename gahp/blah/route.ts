@@ -131,8 +131,18 @@ export class BlahRoute {
   /** Per claimed batch: resolves once its BOINC_SUBMIT settled (submitted or failed). */
   private readonly settled = new Map<string, { promise: Promise<void>; resolve(): void }>();
   private readonly settling = new Map<string, Promise<void>>();
+  /**
+   * Fetches run FETCH_CONCURRENCY at a time; the queue is given a job only when it has a free
+   * place (its 'next' event), from `fetchWanted`. Queuing every DONE job at once kept a task,
+   * its promises and its job for each of a 20,000-job cluster (docs/blah-route.md "Memory").
+   */
   private readonly fetchQueue = new PQueue({ concurrency: FETCH_CONCURRENCY });
+  /** BOINC job names found DONE whose fetch has not started, oldest first. */
+  private readonly fetchWanted = new Set<string>();
+  /** Fetches given to the queue, until they end. */
   private readonly fetching = new Map<string, Promise<void>>();
+  /** For a job still in `fetchWanted` whose status waits for its fetch: resolved when it ends. */
+  private readonly fetchWaiters = new Map<string, { promise: Promise<void>; resolve(): void }>();
   private readonly fetchFailures = new Map<string, number>();
   /** BOINC_SUBMIT's work, one for the GAHP's life (its hash cache is loaded once). */
   private submitter?: SubmitCommand;
@@ -145,7 +155,9 @@ export class BlahRoute {
   private housekeepingTimer: NodeJS.Timeout | undefined;
   private readonly shutdown = new AbortController();
 
-  constructor(private readonly services: GahpServices) {}
+  constructor(private readonly services: GahpServices) {
+    this.fetchQueue.on('next', () => this.takeFetches());
+  }
 
   // ---- project, state -----------------------------------------------------------------
 
@@ -215,6 +227,7 @@ export class BlahRoute {
     if (this.housekeepingTimer) clearInterval(this.housekeepingTimer);
     if (this.abortTimer) clearTimeout(this.abortTimer);
     for (const g of this.groups.values()) if (g.timer) clearTimeout(g.timer);
+    this.fetchWanted.clear();
     this.fetchQueue.clear();
   }
 
@@ -301,7 +314,7 @@ export class BlahRoute {
       this.store!.appendFinal(rec.batch, name, null);
       this.boincStatus.set(name, 'DONE');
       this.services.log.info(`batch boinc: ${name} is back (released): its kept result is fetched again, no new BOINC job`);
-      void this.startFetch({ jobName: name, batch: rec.batch, n });
+      this.wantFetch(name);
       return name;
     }
     return undefined;
@@ -617,7 +630,7 @@ export class BlahRoute {
       if (this.finals.has(name)) continue;
       const job = parseOurJobName(name);
       if (!job) continue;
-      if (st === 'DONE') void this.startFetch(job);
+      if (st === 'DONE') this.wantFetch(name);
       else if (st === 'ERROR') failedBatches.add(job.batch);
     }
     for (const batch of failedBatches) void this.describeFailures(batch, this.failedOf(batch));
@@ -632,14 +645,45 @@ export class BlahRoute {
 
   // ---- outputs ------------------------------------------------------------------------
 
+  /** A promise of the job's fetch (started now if the queue has a place), for a status to wait on. */
   private startFetch(job: ParsedJobName): Promise<void> {
+    this.wantFetch(job.jobName);
     const running = this.fetching.get(job.jobName);
     if (running) return running;
-    const work = this.fetchQueue.add(() => this.fetchOutputs(job))
-      .catch((err) => this.services.log.error(`batch boinc: fetch of ${job.jobName}: ${errorMessage(err)}`))
-      .finally(() => this.fetching.delete(job.jobName));
-    this.fetching.set(job.jobName, work);
-    return work;
+    let waiter = this.fetchWaiters.get(job.jobName);
+    if (!waiter) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => { resolve = r; });
+      waiter = { promise, resolve };
+      this.fetchWaiters.set(job.jobName, waiter);
+    }
+    return waiter.promise;
+  }
+
+  /** Marks a DONE job's outputs to be fetched (once: a job fetching or waiting already is left). */
+  private wantFetch(jobName: string): void {
+    if (this.fetching.has(jobName) || this.shutdown.signal.aborted) return;
+    this.fetchWanted.add(jobName);
+    this.takeFetches();
+  }
+
+  /** Gives the queue the oldest wanted jobs while it has a free place. */
+  private takeFetches(): void {
+    for (const name of this.fetchWanted) {
+      if (this.fetchQueue.size + this.fetchQueue.pending >= FETCH_CONCURRENCY) return;
+      this.fetchWanted.delete(name);
+      const job = parseOurJobName(name);
+      if (!job) continue;
+      const work = this.fetchQueue.add(() => this.fetchOutputs(job))
+        .catch((err) => this.services.log.error(`batch boinc: fetch of ${name}: ${errorMessage(err)}`))
+        .finally(() => {
+          this.fetching.delete(name);
+          const waiter = this.fetchWaiters.get(name);
+          this.fetchWaiters.delete(name);
+          waiter?.resolve();
+        });
+      this.fetching.set(name, work);
+    }
   }
 
   private async fetchOutputs(job: ParsedJobName): Promise<void> {
