@@ -14,6 +14,7 @@ import {
   parseQueryBatch2,
   parseQueryBatches,
   parseQueryJob,
+  parseResultPageStderr,
   parseSuccess,
   parseTemplates,
 } from './replies.js';
@@ -51,6 +52,8 @@ const SUBMIT = 'submit_rpc_handler.php';
  */
 export const DEFAULT_MAX_REPLY_BYTES = 256 * 1024 * 1024;
 const JOB_FILE = 'job_file.php';
+/** result.php's page: BOINC keeps at most 64 KiB of an instance's stderr, escaped it grows up to 6 times. */
+const RESULT_PAGE_MAX_BYTES = 1024 * 1024;
 
 export class BoincClient implements BoincRpc {
   private readonly transport: Transport;
@@ -457,6 +460,25 @@ export class BoincClient implements BoincRpc {
       return await this.transport.download('get_output3', `${this.projectUrl}get_output3.php?${q.toString()}`, req.destPath, req.signal, req.destIsTemp === true, { authenticator: this.authenticator });
     } catch (err) {
       throw this.wrap('get_output3', err);
+    }
+  }
+
+  /**
+   * The stderr of a job instance (a BOINC result, by the id query_job gives), from the
+   * project's web page result.php as its owner sees it (docs/boinc-server.md, "A failed
+   * instance's stderr"): the only way to it for an instance that failed, as the real
+   * query_completed_job dies for a job without a canonical instance. Logged in by the
+   * authenticator as the `auth` cookie, as fetchCollectedFile. Undefined when the page
+   * shows no stderr (the instance is not over); not logged in is code `refused`.
+   */
+  async instanceStderr(resultId: number, opts: CallOptions = {}): Promise<string | undefined> {
+    try {
+      if (!Number.isInteger(resultId) || resultId <= 0) throw new BoincRpcError('result_page', 'local', `invalid result id ${resultId}`);
+      const q = new URLSearchParams({ resultid: String(resultId) });
+      const page = await this.transport.page('result_page', `${this.projectUrl}result.php?${q.toString()}`, { authenticator: this.authenticator }, RESULT_PAGE_MAX_BYTES, opts.signal);
+      return parseResultPageStderr(page);
+    } catch (err) {
+      throw this.wrap('result_page', err);
     }
   }
 

@@ -301,3 +301,16 @@ export function parseAbsentFiles(rpc: string, text: string, count: number): numb
   }
   return out;
 }
+
+/**
+ * The stderr result.php shows (BOINC's html/inc/result.inc: `<h3>Stderr output</h3> <pre>`,
+ * then the text through htmlspecialchars with ENT_QUOTES, then `</pre>`), unescaped;
+ * undefined when the page has none (the instance is not over).
+ */
+export function parseResultPageStderr(page: string): string | undefined {
+  const m = /<h3>Stderr output<\/h3>\s*<pre>([\s\S]*?)<\/pre>/.exec(page);
+  if (!m) return undefined;
+  return m[1]!.replace(/&(lt|gt|quot|amp|#0*39|#x0*27|apos);/gi, (_, e: string) => HTML_ENTITIES[e.toLowerCase().replace(/^#x0*27$|^#0*39$/, '#39')] ?? '');
+}
+
+const HTML_ENTITIES: Record<string, string> = { lt: '<', gt: '>', quot: '"', amp: '&', '#39': "'", apos: "'" };

@@ -420,6 +420,53 @@ export class Transport {
     }
   }
 
+  /**
+   * GETs a page of the project's web code, logged in by the `auth` cookie, and returns its
+   * text (at most maxBytes read). A redirect is not followed: one to login_form.php (the
+   * cookie not taken as a login) is code `refused`; any other non-2xx is an error. Only
+   * transport failures are retried.
+   */
+  page(rpc: string, url: string, web: WebLogin, maxBytes: number, signal?: AbortSignal): Promise<string> {
+    return this.repeat(rpc, signal, false, (e) => e.kind === 'transport', () => this.pageOnce(rpc, url, web, maxBytes, signal));
+  }
+
+  private async pageOnce(rpc: string, url: string, web: WebLogin, maxBytes: number, signal: AbortSignal | undefined): Promise<string> {
+    if (signal?.aborted) throw this.abortedError(rpc, signal, false);
+    if (this.closed) throw new BoincRpcError(rpc, 'local', 'client closed');
+    const started = Date.now();
+    const script = new URL(url).pathname.replace(/^.*\//, '');
+    const get = this.http.getStream(url, { idleMs: this.opts.timeoutMs, userAgent: USER_AGENT, headers: { cookie: `auth=${web.authenticator}` } });
+    let response: DownloadReply | undefined;
+    const onAbort = () => get.destroy(this.abortedError(rpc, signal!, false));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      response = await get.response;
+      const status = response.statusCode ?? 0;
+      if (status >= 300 && status < 400) {
+        response.body.resume();
+        this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} in ${Date.now() - started} ms`);
+        const to = redirectTarget(response.headers.location, url);
+        if (to && /(^|\/)login_form\.php$/.test(to.pathname)) {
+          throw new BoincRpcError(rpc, 'protocol', `HTTP ${status} to login_form.php: the project's web pages did not take the authenticator as a login`, { httpStatus: status, code: 'refused' });
+        }
+        throw new BoincRpcError(rpc, 'protocol', `HTTP ${status}: redirect${to ? ` to ${to.origin}${to.pathname}` : ''} not followed`, { httpStatus: status });
+      }
+      const text = await readSome(response.body, maxBytes);
+      this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} ${text.length} chars in ${Date.now() - started} ms`);
+      if (status < 200 || status >= 300) {
+        throw new BoincRpcError(rpc, status >= 500 ? 'transport' : 'protocol', `HTTP ${status}${stripTags(text) ? ': ' + stripTags(text).slice(0, 200) : ''}`, { httpStatus: status });
+      }
+      return text;
+    } catch (err) {
+      response?.body.destroy();
+      get.destroy();
+      if (err instanceof BoincRpcError) throw err;
+      throw this.transportError(rpc, err);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
   close(): void {
     // Queued calls are not dropped (their promises would never settle): they start, see
     // `closed` and fail; calls in flight fail when their sockets are destroyed.

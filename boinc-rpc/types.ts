@@ -300,6 +300,11 @@ export interface BoincRpc {
   fetchCollectedFile(req: CollectedFileRequest): Promise<{ bytes: number }>;
   /** Streams the zip of a batch's kept outputs (get_output3.php get_batch_zip) to destPath. */
   fetchBatchZip(req: BatchZipRequest): Promise<{ bytes: number }>;
+  /**
+   * The stderr of a job instance (result id, as query_job gives it) from the project's web
+   * page result.php, logged in by the authenticator as a cookie; undefined when it shows none.
+   */
+  instanceStderr(resultId: number, opts?: CallOptions): Promise<string | undefined>;
   /** Releases keep-alive connections. */
   close(): void;
 }

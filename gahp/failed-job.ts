@@ -19,10 +19,12 @@
  * volunteer's client could not download the job's input, typically a shared `condorv_`
  * file the project's file_deleter removed when another job using it was done
  * (docs/boinc-server.md, "The project's daemons"). The client's message names the file in
- * the instance's stderr, which only `query_completed_job` reports, and only on a server
- * whose handler reports failed instances (the real one dies: a fatal error in its log per
- * call), so it is asked for these jobs alone; without it the text says the inputs could
- * not be downloaded, without the name.
+ * the instance's stderr, which the real server shows only on its web page result.php
+ * (logged in by the authenticator; query_job gives the instance's id), so two more requests
+ * are made for these jobs alone (docs/boinc-server.md, "A failed instance's stderr"); where
+ * that page does not answer, query_completed_job (a server whose handler reports failed
+ * instances); without either the text says the inputs could not be downloaded, without the
+ * name.
  */
 import type { BoincRpc, CallOptions, QueryBatchJob } from '../boinc-rpc/types.js';
 
@@ -79,7 +81,7 @@ export async function describeFailedJobs(
   const downloads = [...new Set(jobNames)].filter((n) => byName.get(n)?.exitStatuses?.includes(ERR_RESULT_DOWNLOAD));
   await Promise.all(
     downloads.slice(0, INSTANCE_QUERIES_AT_ONCE * 4).map(async (name) => {
-      const file = await undownloadedInput(rpc, name, opts);
+      const file = await undownloadedInput(rpc, byName.get(name)!, opts);
       if (file !== undefined) reports.set(name, reportOf(byName.get(name)!, undefined, file));
     }),
   );
@@ -110,33 +112,63 @@ function isAborted(job: QueryBatchJob): boolean {
   return job.errors?.includes('cancelled') === true;
 }
 
+/** What the client said of the inputs it could not download: their names, and its error text. */
+interface UndownloadedInputs {
+  names: string[];
+  error?: string;
+}
+
 /**
- * The input named in the failed instance's stderr by the client's `WU download error`
- * (`<file_xfer_error><file_name>NAME</file_name>...`, HTML entities decoded by the RPC
- * client), with the client's error text: undefined when the server does not report the
- * failed instance (the real handler) or names no file.
+ * The inputs named in the failed instance's stderr by the client's `WU download error`
+ * (`<file_xfer_error><file_name>NAME</file_name>...`, one per file): undefined when no
+ * stderr naming them can be had. The stderr comes from the project's page result.php of
+ * the instances query_job lists (`Error while downloading` ones first), logged in by the
+ * authenticator: the real server's query_completed_job dies for a job without a canonical
+ * instance (docs/boinc-server.md, "A failed instance's stderr"). Only where that page does
+ * not answer is query_completed_job asked, for a server whose handler reports failed
+ * instances.
  */
-async function undownloadedInput(rpc: BoincRpc, jobName: string, opts: CallOptions): Promise<{ name: string; error?: string } | undefined> {
-  let stderr: string;
+async function undownloadedInput(rpc: BoincRpc, job: QueryBatchJob, opts: CallOptions): Promise<UndownloadedInputs | undefined> {
   try {
-    stderr = (await rpc.queryCompletedJob(jobName, opts)).stderrOut;
+    const instances = await rpc.queryJob(job.id, opts);
+    const failed = [...instances.filter((i) => i.state === DOWNLOAD_ERROR_STATE), ...instances.filter((i) => i.state !== DOWNLOAD_ERROR_STATE)];
+    for (const instance of failed) {
+      const named = inputsNamed(await rpc.instanceStderr(instance.id, opts));
+      if (named) return named;
+    }
+  } catch (err) {
+    if (opts.signal?.aborted) throw err;
+  }
+  try {
+    return inputsNamed((await rpc.queryCompletedJob(job.name, opts)).stderrOut);
   } catch (err) {
     if (opts.signal?.aborted) throw err;
     return undefined;
   }
-  const at = stderr.indexOf('WU download error');
-  if (at < 0) return undefined;
-  const xfer = /<file_xfer_error>\s*<file_name>([^<]+)<\/file_name>([\s\S]*?)<\/file_xfer_error>/.exec(stderr.slice(at));
-  if (!xfer) return undefined;
-  const error = /<error_message>([^<]*)<\/error_message>/.exec(xfer[2]!)?.[1]?.trim();
-  return { name: xfer[1]!.trim(), ...(error ? { error } : {}) };
+}
+
+/** query_job's state of an instance whose host could not download its inputs (BOINC's html/inc/result.inc). */
+const DOWNLOAD_ERROR_STATE = 'Error while downloading';
+
+/** The files of each `<file_xfer_error>` after the client's `WU download error` in a stderr, with the first's error text. */
+function inputsNamed(stderr: string | undefined): UndownloadedInputs | undefined {
+  const at = stderr?.indexOf('WU download error') ?? -1;
+  if (!stderr || at < 0) return undefined;
+  const names: string[] = [];
+  let error: string | undefined;
+  for (const xfer of stderr.slice(at).matchAll(/<file_xfer_error>\s*<file_name>([^<]+)<\/file_name>([\s\S]*?)<\/file_xfer_error>/g)) {
+    names.push(xfer[1]!.trim());
+    error ??= /<error_message>([^<]*)<\/error_message>/.exec(xfer[2]!)?.[1]?.trim() || undefined;
+  }
+  if (names.length === 0) return undefined;
+  return { names: [...new Set(names)], ...(error ? { error } : {}) };
 }
 
 /**
  * `states`: the instances' states from query_job (undefined: not asked, or it failed);
- * `input`: the input the client could not download, from its stderr.
+ * `input`: the inputs the client could not download, from its stderr.
  */
-function reportOf(job: QueryBatchJob, states?: string[], input?: { name: string; error?: string }): FailedJobReport {
+function reportOf(job: QueryBatchJob, states?: string[], input?: UndownloadedInputs): FailedJobReport {
   const aborted = isAborted(job);
   // BOINC's words for why it gave up, but `cancelled`, which is said as "aborted".
   const why = (job.errors ?? []).filter((e) => e !== 'cancelled' && /^[a-z_]+$/.test(e)).map((e) => e.replace(/_/g, ' '));
@@ -146,7 +178,7 @@ function reportOf(job: QueryBatchJob, states?: string[], input?: { name: string;
   if (aborted) parts.push('aborted on the server');
   if (exitStatus === ERR_RESULT_DOWNLOAD) {
     // It never ran: its host could not get an input (the project no longer had it, most often).
-    const what = input ? `input ${input.name} could not be downloaded` : 'its input files could not be downloaded';
+    const what = !input ? 'its input files could not be downloaded' : input.names.length === 1 ? `input ${input.names[0]} could not be downloaded` : `inputs ${input.names.join(', ')} could not be downloaded`;
     parts.push(`${what} by the volunteer's host (${input?.error ? `${input.error}; ` : ''}exit status ${ERR_RESULT_DOWNLOAD})`);
   } else if (exitStatus !== undefined) {
     const distinct = [...new Set(statuses)];

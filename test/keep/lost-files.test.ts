@@ -87,8 +87,9 @@ test('BOINC_GAHP route, keeping off: a job whose output is gone is held with tha
 }, 90_000);
 
 test("a job whose shared input the project deleted before its host downloaded it fails saying which input could not be downloaded", async () => {
-  // reportFailedJobs: a server that reports failed instances (their stderr names the file).
-  const s = await startTestServer({ daemons: 'static', deleteAfterDoneSeconds: 3600, reportFailedJobs: true });
+  // Quirks 'real': query_completed_job dies for the failed job, as BOINC's handler does; the
+  // name comes from the failed instance's page result.php, logged in by the cookie.
+  const s = await startTestServer({ daemons: 'static', deleteAfterDoneSeconds: 3600 });
   try {
     fs.writeFileSync(path.join(dir, 'shared.txt'), 'shared\n');
     const b = startCli(['--state-dir', path.join(dir, 'state'), '--keep-files', 'no', 'submit', submitFile(s, 'sh', 'shared.txt', 2), '--poll', '0.3'], { cwd: dir, timeoutMs: 60_000 });
@@ -101,6 +102,13 @@ test("a job whose shared input the project deleted before its host downloaded it
     expect(r.code).toBe(1);
     const file = second!.inputFiles[0]!;
     expect(r.stdout).toContain(`BOINC reports ERROR: input ${file} could not be downloaded by the volunteer's host (permanent HTTP error; exit status -186) (too many total results)`);
+    // From the instance's page (query_job gave its id), not from query_completed_job.
+    const pages = s.rpcLog().filter((e) => e.rpc === 'result_page').map((e) => e.raw);
+    expect(pages.length).toBeGreaterThan(0);
+    expect(new Set(pages)).toEqual(new Set([`/boinc_test/result.php?resultid=${second!.id * 10 + 1}`]));
+    expect(s.rpcLog().filter((e) => e.rpc === 'query_completed_job' && e.raw.includes(second!.name))).toEqual([]);
+    // The authenticator went as the cookie, never in the URL nor the log.
+    expect(r.stdout + r.stderr).not.toContain(s.authenticator);
   } finally {
     await s.close();
   }
