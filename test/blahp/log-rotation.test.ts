@@ -23,5 +23,5 @@ test('scripts side by side rotate the shared log past boinc_max_log: every line 
   const all = files.map((f) => fs.readFileSync(`${env().dir}/${f}`, 'utf8')).join('');
   // Each submit call logs its job once; lines are whole.
   expect(all.match(/ INFO blahp submit \S+: app uppercase, 1 inputs, queued in group /g)).toHaveLength(n);
-  expect(all).toMatch(/^(\d{4}-\d\d-\d\dT[\d:.]+Z [A-Z]+ [^\n]*\n)+$/);
+  expect(all).toMatch(/^(\d{4}-\d\d-\d\dT[\d:.]+Z \[\d+ \S+\] [A-Z]+ [^\n]*\n)+$/);
 }, 180_000);

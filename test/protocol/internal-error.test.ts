@@ -73,8 +73,8 @@ describe.each([
       const stderrLines = g.stderr.split('\n').filter((l) => l.length > 0);
       expect(stderrLines).toEqual([`boinc-gahp: internal error, exiting: ${what}: Error: injected fault for the test (auth ***)`]);
       const log = fs.readFileSync(logFile, 'utf8');
-      expect(log).toMatch(new RegExp(`^\\S+ ERROR internal error, exiting: ${what}: Error: injected fault for the test \\(auth \\*\\*\\*\\)$`, 'm'));
-      expect(log).toMatch(/^\s+at /m); // the stack, for whoever fixes the bug
+      expect(log).toMatch(new RegExp(`^\\S+ \\[\\d+ \\S+\\] ERROR internal error, exiting: ${what}: Error: injected fault for the test \\(auth \\*\\*\\*\\)$`, 'm'));
+      expect(log).toMatch(/^\S+ \[\d+ \S+\] ERROR \s+at /m); // the stack, for whoever fixes the bug (each line prefixed)
       for (const text of [g.rawStdout, g.stderr, log]) expect(text).not.toContain(auth);
     } finally {
       await g.close();
