@@ -8,7 +8,9 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { sampleApps, uppercaseApp } from '../../fixtures/apps.js';
 import { startTestServer, type TestBoincServer } from '../../fixtures/test-server/index.js';
+import type { TestApp } from '../../fixtures/test-server/types.js';
 import { startForwardProxy } from '../support/forward-proxy.js';
 import { GAHP_BIN, makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
 import { startTlsFront } from '../support/tls-front.js';
@@ -177,6 +179,13 @@ test('apps: templates as transfer_input_files / transfer_output_files; an unknow
   expect(line(all, 'app uppercase')).toBe('ok    app uppercase: get_templates works; transfer_input_files: 1 file, read by the app as in; transfer_output_files = out');
   expect(line(all, 'app concat')).toBe('ok    app concat: get_templates works; transfer_input_files: 2 files, read by the app as a, b (a file of one of these names goes there, else in this order); transfer_output_files = joined, info');
   expect(all.lines.filter((l) => l.startsWith('ok    app '))).toHaveLength(4);
+  // What the project keeps (issue 42, item 5): get_output3.php asked once, one line per app checked.
+  expect(line(all, 'get_output3.php')).toBe('ok    get_output3.php (batch-collect outputs): answers with the cookie (get_batch_zip of batch 2147483647, which does not exist, got "not owner")');
+  expect(line(all, 'files kept of uppercase')).toBe('ok    files kept of uppercase: the app\'s templates: inputs: 0 of 1 marked <no_delete/>, outputs: 0 of 1 marked <no_delete/>; ' +
+    'this GAHP marks each job\'s files <no_delete/> (--keep-files yes, the default): outputs stay in the project\'s upload directory after they are fetched, until its administrator removes them (README, "What the project keeps"); ' +
+    'output-ways.json: no fetch of its outputs learnt yet. So: outputs are fetched from the upload hierarchy; if the project runs batch_collect_assimilator they are moved out of it and come from get_output3.php');
+  expect(all.lines.filter((l) => l.startsWith('ok    files kept of '))).toHaveLength(4);
+  expect(given.lines.filter((l) => l.slice(6).startsWith('files kept of '))).toHaveLength(1);
 
   expect(given.code).toBe(1);
   expect(given.lines.filter((l) => / app /.test(l))).toHaveLength(2);
@@ -187,6 +196,56 @@ test('apps: templates as transfer_input_files / transfer_output_files; an unknow
   expect(line(limitedRun, 'submit access')).toBe('ok    submit access: to concat; not to uppercase');
   expect(line(limitedRun, 'app uppercase')).toBe("FAIL  app uppercase: get_templates: no submit access  -> fix: ask the project's administrators to give this account submit access to uppercase");
 });
+
+test("what the project keeps, on a batch-collect project with --keep-files no: warned where nothing keeps the outputs; ok where the app's templates mark them no_delete, or where output-ways.json learnt get_output3.php (issue 42, item 5)", async () => {
+  const keeperApp: TestApp = { ...uppercaseApp, name: 'keeper', inputs: [{ openName: 'in', noDelete: true }], outputs: [{ openName: 'out', noDelete: true, gzipWhenDone: true }] };
+  const collect = await startTestServer({ daemons: 'collect', deleteAfterDoneSeconds: 0.2, apps: [...sampleApps, keeperApp] });
+  const cdir = makeTempDir('boinc-gahp-doctor-collect-');
+  try {
+    const auth = path.join(cdir, 'auth');
+    fs.writeFileSync(auth, collect.authenticator + '\n', { mode: 0o600 });
+    const state = path.join(cdir, 'state');
+    // One uppercase job through submit, fetched after the assimilator moved its output: the state dir learns get_output3.php.
+    fs.writeFileSync(path.join(cdir, 'in'), 'kept?\n');
+    fs.writeFileSync(path.join(cdir, 'job.sub'), ['executable = uppercase', `grid_resource = boinc ${collect.url}`, 'boinc_authenticator_file = auth', 'transfer_input_files = in', 'transfer_output_files = out', 'queue'].join('\n'));
+    const submit = (...extra: string[]) => runCli(['--state-dir', state, '--keep-files', 'no', 'submit', 'job.sub', '--poll', '0.3', ...extra], { cwd: cdir });
+    const first = await submit('--no-wait');
+    if (first.code !== 0) throw new Error(`exit ${first.code}: ${first.stderr}${first.stdout}`);
+    const batch = collect.batches().find((b) => b.app === 'uppercase')!;
+    collect.advanceAll(batch.name);
+    await collect.settled();
+    const results = path.join(collect.dataDir, 'results', String(batch.id));
+    const end = Date.now() + 30_000;
+    while (!(fs.existsSync(results) && fs.readdirSync(results).length === 1)) {
+      if (Date.now() > end) throw new Error('the assimilator did not move the output');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const fetched = await submit();
+    if (fetched.code !== 0) throw new Error(`exit ${fetched.code}: ${fetched.stderr}${fetched.stdout}`);
+
+    const r = await doctor(['--app', 'uppercase', 'concat', 'keeper'], { url: collect.url, auth, globals: ['--state-dir', state, '--keep-files', 'no'] });
+    expect(r.code).toBe(0);
+    expect(line(r, 'get_output3.php')).toMatch(/^ok {4}get_output3.php \(batch-collect outputs\): answers with the cookie/);
+    expect(line(r, 'files kept of uppercase')).toBe('ok    files kept of uppercase: the app\'s templates: inputs: 0 of 1 marked <no_delete/>, outputs: 0 of 1 marked <no_delete/>; ' +
+      'this GAHP does not mark jobs\' files (--keep-files no, from --keep-files (or BOINC_GAHP_KEEP_FILES)); output-ways.json: its outputs were fetched from get_output3.php (the project runs batch_collect_assimilator for it). ' +
+      'So: the project moves them out of the upload hierarchy (batch_collect_assimilator) and get_output3.php serves them until the batch is retired');
+    expect(line(r, 'files kept of concat')).toBe('warn  files kept of concat: the app\'s templates: inputs: 0 of 2 marked <no_delete/>, outputs: 0 of 2 marked <no_delete/>; ' +
+      'this GAHP does not mark jobs\' files (--keep-files no, from --keep-files (or BOINC_GAHP_KEEP_FILES)); output-ways.json: no fetch of its outputs learnt yet. ' +
+      'So: outputs must be fetched before the project\'s file_deleter removes them, seconds after validation, unless the project keeps them its own way (file_deleter --preserve_result_files, a long <delete_delay_hours>, or batch_collect_assimilator, whose outputs come from get_output3.php); an output deleted first is reported gone and its job fails' +
+      '  -> fix: set --keep-files yes (BOINC_GAHP_KEEP_FILES=yes), or make sure the project keeps outputs until they are fetched (README, "What the project keeps")');
+    expect(line(r, 'files kept of keeper')).toBe('ok    files kept of keeper: the app\'s templates: inputs: 1 of 1 marked <no_delete/>, outputs: 1 of 1 marked <no_delete/>; <gzip_when_done/>: out (gzipped by the volunteer\'s client, unpacked by the GAHP); ' +
+      'this GAHP does not mark jobs\' files (--keep-files no, from --keep-files (or BOINC_GAHP_KEEP_FILES)); output-ways.json: no fetch of its outputs learnt yet. ' +
+      'So: the app\'s own templates mark every output <no_delete/>, so the file_deleter leaves them');
+    expect(r.stdout).toMatch(/ 1 warn, 0 FAIL$/m);
+
+    // BOINC_GAHP_KEEP_FILES=no says the same as --keep-files no.
+    const byEnv = await doctor(['--app', 'concat'], { url: collect.url, auth, env: { BOINC_GAHP_KEEP_FILES: 'no' } });
+    expect(line(byEnv, 'files kept of concat')).toMatch(/^warn {2}files kept of concat: .*--keep-files no, from --keep-files \(or BOINC_GAHP_KEEP_FILES\)/);
+  } finally {
+    await collect.close();
+    fs.rmSync(cdir, { recursive: true, force: true });
+  }
+}, 120_000);
 
 test('uploads: the limits in effect and one small upload left as a file only with a short delete_time; a project whose PHP refuses it', async () => {
   const tiny = await startTestServer({ php: { uploadMaxFilesize: 16 } });
@@ -362,6 +421,11 @@ test("run as a job owner on a BOINC_GAHP pool set up by the README: HTCondor's s
   expect(line(r, 'state directory')).toMatch(new RegExp(`^ok {4}state directory ${stateDir}: does not exist yet, will be created in ${dir}; [\\d.]+ GiB free \\(from BOINC_GAHP_STATE_DIR in HTCondor's configuration\\)$`));
   expect(line(r, 'authenticator file')).toBe(`ok    authenticator file ${shared}: one line, mode 0640, group ${groupOf(shared)} (readable by the job owners' group, as the README sets it up)`);
   expect(line(r, 'blahp scripts')).toBe(`ok    blahp scripts and blah.config: not used: BOINC_GAHP is defined (${ENTRY}), so batch boinc is served by boinc-gahp itself, not by blahpd`);
+
+  // The GAHP HTCondor starts reads BOINC_GAHP_KEEP_FILES from HTCondor's configuration: so does doctor (issue 42, item 5).
+  const noKeep = condorStandIn('condor-pool-no-keep', { RELEASE_DIR: release, BOINC_GAHP: ENTRY, BOINC_GAHP_PROJECT_URL: server.url, BOINC_GAHP_AUTHENTICATOR_FILE: shared, BOINC_GAHP_STATE_DIR: stateDir, BOINC_GAHP_KEEP_FILES: 'no' });
+  const k = await doctor(['--app', 'uppercase'], { env: { PATH: noKeep, GLITE_LOCATION: usr }, noProject: true, noStateDir: true });
+  expect(line(k, 'files kept of uppercase')).toMatch(/^warn {2}files kept of uppercase: .*this GAHP does not mark jobs' files \(--keep-files no, from BOINC_GAHP_KEEP_FILES in HTCondor's configuration\);/);
 });
 
 test('blahp: the folder blahpd uses is asked of HTCondor (RELEASE_DIR): FAIL first while it lacks the scripts, whatever blahp\'s default folder holds; ok after `blahp install` with no directory; `blahp uninstall` leaves the folder as before', async () => {
@@ -460,7 +524,7 @@ test('project through a proxy: every rung and RPC through it, credentials never 
     expect(line(good, 'project URL')).toMatch(new RegExp(`^ok {4}project URL ${viaProxy}: DNS 127\\.0\\.0\\.1 \\(proxy\\) -> 127\\.0\\.0\\.1, TCP 127\\.0\\.0\\.1:${proxy.port} connected in \\d+ ms, HTTP 200$`));
     expect(line(good, 'upload through job_file.php')).toMatch(/^ok /);
     const targets = proxy.requests.filter((r) => r.refused === undefined).map((r) => new URL(r.target).pathname.replace('/boinc_test/', ''));
-    expect(new Set(targets)).toEqual(new Set(['', 'apps.php', 'submit_rpc_handler.php', 'job_file.php']));
+    expect(new Set(targets)).toEqual(new Set(['', 'apps.php', 'submit_rpc_handler.php', 'get_output3.php', 'job_file.php']));
 
     expect(wrong.code).toBe(1);
     expect(line(wrong, 'project URL')).toBe(`FAIL  project URL ${viaProxy}: DNS 127.0.0.1 (proxy) -> 127.0.0.1, TCP 127.0.0.1:${proxy.port} connected in ${/connected in (\d+) ms/.exec(line(wrong, 'project URL'))?.[1]} ms, HTTP 407: ` +

@@ -22,10 +22,12 @@ export function describeTemplates(t: AppTemplates): string {
   return `${inputs}; transfer_output_files = ${list(t.outputOpenNames)}`;
 }
 
-export async function checkApps(ctx: DoctorContext, report: Report, url: URL, findings: ProjectFindings): Promise<void> {
-  if (!findings.accountAccepted || !findings.authenticator) return;
+/** The apps whose templates get_templates gave, with them (for keeping.ts). */
+export async function checkApps(ctx: DoctorContext, report: Report, url: URL, findings: ProjectFindings): Promise<Map<string, AppTemplates>> {
+  const checked = new Map<string, AppTemplates>();
+  if (!findings.accountAccepted || !findings.authenticator) return checked;
   const apps = ctx.apps.length ? ctx.apps : [...findings.submitApps.keys()];
-  if (apps.length === 0) return;
+  if (apps.length === 0) return checked;
   const client = clientFor(ctx, url, findings.authenticator);
   try {
     for (const app of apps) {
@@ -48,8 +50,10 @@ export async function checkApps(ctx: DoctorContext, report: Report, url: URL, fi
         }
       }
       report.ok('apps', what, `get_templates works; ${describeTemplates(t)}`);
+      checked.set(app, t);
     }
   } finally {
     client.close();
   }
+  return checked;
 }

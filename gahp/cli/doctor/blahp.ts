@@ -144,5 +144,6 @@ export function checkBlahConfig(report: Report, s: BlahpSetup): DoctorTarget | u
     urlSetting: `boinc_project_url in ${s.configFile}`,
     authSetting: `boinc_authenticator_file in ${s.configFile}`,
     ...(s.config.get('boinc_state_dir') ? { stateDir: s.config.get('boinc_state_dir') } : {}),
+    ...(s.config.get('boinc_keep_files') ? { keepFiles: s.config.get('boinc_keep_files'), keepFilesSetting: `boinc_keep_files in ${s.configFile}` } : {}),
   };
 }

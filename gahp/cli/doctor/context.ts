@@ -14,6 +14,10 @@ export interface DoctorTarget {
   stateDir?: string;
   /** Where that state directory was given (default: boinc_state_dir beside the authenticator file's setting). */
   stateDirSetting?: string;
+  /** The keep-files setting's text where the configuration gives it (blah.config's boinc_keep_files, HTCondor's BOINC_GAHP_KEEP_FILES). */
+  keepFiles?: string;
+  /** Where that setting was given. */
+  keepFilesSetting?: string;
 }
 
 export interface DoctorContext {

@@ -14,6 +14,7 @@ import { EXIT_FAILED, EXIT_OK, type GlobalOptions } from '../options.js';
 import { checkApps } from './apps.js';
 import { blahpRouteConfigured, checkBlahConfig, checkBlahpScripts, findBlahp } from './blahp.js';
 import { checkHtcondor } from './condor.js';
+import { canCheckKeeping, checkKeeping, checkOutput3 } from './keeping.js';
 import { readCondorSettings } from '../../condor-config.js';
 import { condorConfigValue, onPath } from '../../blahp-location.js';
 import type { DoctorContext, DoctorTarget } from './context.js';
@@ -74,7 +75,11 @@ async function projectRound(ctx: DoctorContext, report: Report, target: DoctorTa
   if (!url) return;
   if (!(await checkReachable(ctx, report, url, net))) return;
   const findings = await checkBoincProject(ctx, report, url, net, authenticator, target.authenticatorFile ?? 'the authenticator file');
-  await checkApps(ctx, report, url, findings);
+  const apps = await checkApps(ctx, report, url, findings);
+  if (apps.size > 0 && canCheckKeeping(findings)) {
+    const output3 = await checkOutput3(ctx, report, url, findings.authenticator);
+    checkKeeping(ctx, report, url, target, apps, output3);
+  }
   checkUploadLimits(ctx, report);
   await checkLiveUpload(ctx, report, url, findings);
 }
@@ -95,7 +100,11 @@ export async function doctorCmd(g: GlobalOptions, o: DoctorOptions): Promise<num
   // The state directory as the GAHP will have it: --state-dir or BOINC_GAHP_STATE_DIR in the
   // environment, else HTCondor's configuration's.
   const siteStateDir = g.stateDir === undefined ? site?.values.get('BOINC_GAHP_STATE_DIR') : undefined;
-  const stateDir = siteStateDir ? { stateDir: siteStateDir, stateDirSetting: "BOINC_GAHP_STATE_DIR in HTCondor's configuration" } : {};
+  const siteKeep = site?.values.get('BOINC_GAHP_KEEP_FILES');
+  const stateDir = {
+    ...(siteStateDir ? { stateDir: siteStateDir, stateDirSetting: "BOINC_GAHP_STATE_DIR in HTCondor's configuration" } : {}),
+    ...(siteKeep ? { keepFiles: siteKeep, keepFilesSetting: "BOINC_GAHP_KEEP_FILES in HTCondor's configuration" } : {}),
+  };
   const options: DoctorTarget = fromFile ?? (siteUrl
     ? {
         ...stateDir,
