@@ -589,7 +589,7 @@ export class BlahRoute {
       .filter((b) => b.state === 'submitted' && b.projectUrl === binding.project.url && !this.gone.has(b.batch) && b.jobs.some((_, n) => !this.finals.has(boincJobName(b.batch, n))))
       .map((b) => b.batch);
     const started = Date.now();
-    const query = queryBatchesCommand(this.services);
+    const query = queryBatchesCommand(this.services, { logFailedJobs: false });
     try {
       let tokens: string[] | undefined;
       for (let attempt = 0; attempt < 20 && names.length > 0; attempt++) {

@@ -20,7 +20,7 @@ export async function refresh(ctx: BlahpContext, old: StatusSnapshot | undefined
   const handler = ctx.handler('status refresh', budgetMs);
   let tokens: string[] | undefined;
   try {
-    const query = queryBatchesCommand(await ctx.services());
+    const query = queryBatchesCommand(await ctx.services(), { logFailedJobs: false });
     // A batch the server no longer has fails the whole query: leave it out and ask again.
     for (let attempt = 0; attempt < 5 && names.length > 0; attempt++) {
       try {
