@@ -93,8 +93,6 @@ export interface ZipBatch {
 }
 
 interface ZipSummary {
-  mtimeMs: number;
-  size: number;
   /** Jobs with at least one kept output in the zip. */
   withFiles: Set<string>;
   /** Jobs the assimilator saw: outputs, `_error` or `_no_output_files`. */
@@ -118,14 +116,36 @@ function jobOfEntry(entry: string): { job: string; file: boolean } | undefined {
 }
 
 /**
+ * What an open zip holds, read from that zip itself: a summary kept by the path's mtime and
+ * size could pair the entries of one zip with the stat of the next one renamed over it
+ * while it was being read, and then deny a fresh zip the jobs it holds.
+ */
+function summarize(zip: SafeZip): ZipSummary {
+  const s: ZipSummary = { withFiles: new Set(), seen: new Set() };
+  for (const name of zip.files) {
+    const e = jobOfEntry(name);
+    if (!e) continue;
+    s.seen.add(e.job);
+    if (e.file) s.withFiles.add(e.job);
+  }
+  return s;
+}
+
+/**
  * The batches' zips kept on disk: one `<key>.zip` per project and batch (key: a hash of
  * both), its `<key>.json` (batch id, job count, when fetched) and `<key>.placed` (the jobs
  * whose outputs were put in place, a line each).
  */
 export class CollectedZips {
-  /** Zips being fetched by this process, by key, and when each started. */
-  private readonly fetching = new Map<string, { startedAt: number; done: Promise<void> }>();
-  private readonly summaries = new Map<string, ZipSummary>();
+  /**
+   * The download of each batch's zip this process has in flight, by key: at most one at a
+   * time per batch, and every fetch of the batch waits for it instead of downloading its own
+   * (a batch's jobs are reported DONE together and fetched at once). `seq` places it in the
+   * order of openFor calls, `signal` is that of the call that started it.
+   */
+  private readonly downloads = new Map<string, { seq: number; signal: AbortSignal; done: Promise<void> }>();
+  /** Orders openFor calls and downloads: a download is fresh for a call when it started after the call. */
+  private seq = 0;
   private dirMade = false;
 
   constructor(readonly dir: string) {}
@@ -144,33 +164,45 @@ export class CollectedZips {
 
   /**
    * The batch's zip holding the job (its outputs, or the assimilator's note that it has
-   * none), open: the kept one, else fetched (once per call, and shared with the calls of
-   * this process waiting for the same batch) unless `mayFetch` is false. Undefined when even
-   * a zip fetched now lacks the job. The caller closes it.
+   * none), open: the kept one if it holds the job, else (when `mayFetch`) one downloaded
+   * after this call began, shared with every call of this process waiting for the batch
+   * then. A zip downloaded before (kept, or in flight when this call began) may predate the
+   * job's assimilation, so only a fresh one lacking the job makes the answer undefined. The
+   * caller closes it.
    */
   async openFor(rpc: BoincRpc, batch: ZipBatch, jobName: string, signal: AbortSignal, mayFetch = true): Promise<SafeZip | undefined> {
     this.ensureDir();
     const key = this.key(batch.projectUrl, batch.name);
-    const lookedAt = Date.now();
-    for (let fetched = false; ; fetched = true) {
+    const since = ++this.seq;
+    for (;;) {
       const zip = await this.openKept(key);
-      if (zip && this.summary(key, zip).seen.has(jobName)) return zip;
+      if (zip && summarize(zip).seen.has(jobName)) return zip;
       zip?.close();
-      if (fetched || !mayFetch) return undefined;
-      // A fetch of this process that began after this call looked is as good as its own.
-      const under = this.fetching.get(key);
-      if (under && under.startedAt >= lookedAt) {
-        await under.done;
+      if (!mayFetch) return undefined;
+      const inFlight = this.downloads.get(key);
+      if (!inFlight) {
+        // None in flight: this call starts the batch's next download, and waits for it below.
+        const entry = { seq: ++this.seq, signal, done: this.fetch(rpc, batch, key, signal) };
+        this.downloads.set(key, entry);
+        entry.done
+          .finally(() => {
+            if (this.downloads.get(key) === entry) this.downloads.delete(key);
+          })
+          .catch(() => undefined);
         continue;
       }
-      const done = this.fetch(rpc, batch, key, signal);
-      const entry = { startedAt: Date.now(), done };
-      this.fetching.set(key, entry);
       try {
-        await done;
-      } finally {
-        if (this.fetching.get(key) === entry) this.fetching.delete(key);
+        await inFlight.done;
+      } catch (err) {
+        // Stopped by the abort of the call that started it: this call downloads (or joins) the next.
+        if (!signal.aborted && inFlight.signal.aborted) continue;
+        throw err;
       }
+      if (inFlight.seq < since) continue;
+      const fresh = await this.openKept(key);
+      if (fresh && summarize(fresh).seen.has(jobName)) return fresh;
+      fresh?.close();
+      return undefined;
     }
   }
 
@@ -180,21 +212,6 @@ export class CollectedZips {
     } catch {
       return undefined;
     }
-  }
-
-  private summary(key: string, zip: SafeZip): ZipSummary {
-    const st = fs.statSync(`${key}.zip`, { throwIfNoEntry: false });
-    const kept = this.summaries.get(key);
-    if (kept && st && kept.mtimeMs === st.mtimeMs && kept.size === st.size) return kept;
-    const s: ZipSummary = { mtimeMs: st?.mtimeMs ?? 0, size: st?.size ?? 0, withFiles: new Set(), seen: new Set() };
-    for (const name of zip.files) {
-      const e = jobOfEntry(name);
-      if (!e) continue;
-      s.seen.add(e.job);
-      if (e.file) s.withFiles.add(e.job);
-    }
-    this.summaries.set(key, s);
-    return s;
   }
 
   /** get_batch_zip into a temp file beside the kept zip, renamed over it when complete. */
@@ -225,7 +242,7 @@ export class CollectedZips {
     if (!zip) return;
     let s: ZipSummary;
     try {
-      s = this.summary(key, zip);
+      s = summarize(zip);
     } finally {
       zip.close();
     }
@@ -247,7 +264,6 @@ export class CollectedZips {
   }
 
   private async remove(key: string): Promise<void> {
-    this.summaries.delete(key);
     for (const ext of ['.zip', '.json', '.placed']) await fsp.rm(`${key}${ext}`, { force: true }).catch(() => undefined);
   }
 }

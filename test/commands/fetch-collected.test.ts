@@ -64,8 +64,8 @@ describe("BOINC_FETCH_OUTPUT on a batch-collect project (daemons 'collect')", ()
     await until(() => names.every((n) => fs.existsSync(dir) && fs.readdirSync(dir).some((f) => f.startsWith(`${n}__file_`))), 'the assimilator');
   }
 
-  /** Fetches the jobs all at once (ALL mode), each into a new directory; returns the directories. */
-  async function fetchAll(names: string[]): Promise<string[]> {
+  /** Sends a BOINC_FETCH_OUTPUT (ALL mode) for each job at once, each into a new directory; returns the request ids and directories. */
+  async function startFetches(names: string[]): Promise<{ ids: string[]; iwds: string[] }> {
     const iwds = names.map(() => {
       const d = path.join(env.dir, `iwd${dirs++}`);
       fs.mkdirSync(d);
@@ -77,6 +77,12 @@ describe("BOINC_FETCH_OUTPUT on a batch-collect project (daemons 'collect')", ()
       return id;
     });
     for (let i = 0; i < ids.length; i++) expect(await env.gahp.readReply()).toBe('S');
+    return { ids, iwds };
+  }
+
+  /** Fetches the jobs all at once (ALL mode), each into a new directory; returns the directories. */
+  async function fetchAll(names: string[]): Promise<string[]> {
+    const { ids, iwds } = await startFetches(names);
     for (const id of ids) expect((await env.gahp.waitResult(id, 60_000)).slice(0, 2)).toEqual(['NULL', '0']);
     return iwds;
   }
@@ -114,6 +120,34 @@ describe("BOINC_FETCH_OUTPUT on a batch-collect project (daemons 'collect')", ()
     expect(calls('get_batch_zip')).toBe(2);
     expect(zipsKept()).toEqual([]);
   }, 120_000);
+
+  test('concurrent fetches of one batch share one zip download; jobs assimilated after it was taken share one fresh zip', async () => {
+    // As on BOINC's real project (HTCondor 10.0's gridmanager, 200 jobs): the fetches of the
+    // jobs done first take the batch's zip; meanwhile more jobs are assimilated and reported
+    // DONE, and their fetches start while that zip is still downloading. It lacks them: they
+    // wait for it, then share one fresh download (not one each, and no job declared gone).
+    const batch = batchName('uppercase');
+    const names = Array.from({ length: 12 }, (_, i) => jobName(batch, 126, i));
+    const [early, late] = [names.slice(0, 4), names.slice(4)];
+    const jobs = names.map((name) => ({ name, inputs: [[input, 'in']] as Array<[string, string]> }));
+    expect(await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, 60_000)).toEqual(['NULL']);
+    const id = env.server.batches().find((b) => b.name === batch)!.id;
+    const results = path.join(env.server.dataDir, 'results', String(id));
+    const moved = (n: string) => fs.existsSync(path.join(results, `${n}__file_out`));
+    for (const n of early) env.server.advanceJob(n, 'DONE');
+    await until(() => early.every(moved), 'the assimilator (early jobs)');
+    env.server.clearRpcLog();
+    // The first zip (made when the request comes: early jobs only) takes a few seconds to arrive.
+    env.server.injectFault({ script: 'get_output3.php', rpc: 'get_batch_zip', kind: 'slow', delayMs: 4000 });
+    const first = await startFetches(early);
+    await until(() => calls('get_batch_zip') === 1, 'the first zip request');
+    for (const n of late) env.server.advanceJob(n, 'DONE');
+    await until(() => late.every(moved), 'the assimilator (late jobs)');
+    const second = await startFetches(late);
+    for (const rid of [...first.ids, ...second.ids]) expect((await env.gahp.waitResult(rid, 90_000)).slice(0, 2)).toEqual(['NULL', '0']);
+    for (const d of [...first.iwds, ...second.iwds]) expect(fs.readFileSync(path.join(d, 'out'), 'latin1')).toBe('COLLECTED\n');
+    expect(calls('get_batch_zip')).toBe(2);
+  }, 180_000);
 
   test('BOINC_RETIRE_BATCH removes the kept zip of its batch', async () => {
     const batch = batchName('uppercase');
