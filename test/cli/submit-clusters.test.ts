@@ -55,7 +55,7 @@ const records = () => JSON.parse(fs.readFileSync(path.join(state(), 'submit', 'c
 test('(1) the resume command printed for a $(Cluster) file\'s second cluster resumes it', async () => {
   clusterFile('a');
   const first = startCli(['--state-dir', state(), 'submit', 'job.sub', '--poll', '0.3'], { cwd: dir });
-  await first.waitFor(/^submitted condor#/m);
+  await first.waitFor(/^submitted boinc-gahp-/m);
   own.advanceAll();
   ok(await first.exited, 'cluster 1');
 
@@ -143,7 +143,7 @@ test('(3) a resume from the parent directory resolves relative paths from where 
   const hint = /^cluster 1 is already complete \(batches retired\); to submit work\/cwd\/c\.sub again as a new cluster \(as it reads now\), run: (cd \S+ && .+)$/m.exec(complete.stdout)![1]!;
   fs.rmSync(path.join(work, 'out.0'));
   const again = startCli(['-c', hint], { command: 'sh', cwd: dir });
-  await again.waitFor(/^submitted condor#/m);
+  await again.waitFor(/^submitted boinc-gahp-/m);
   own.advanceAll();
   ok(await again.exited, `the hint ${hint}`);
   expect(own.batches()).toHaveLength(2);
@@ -172,7 +172,7 @@ test('(4) a batch that vanished from the server before its lease ended is report
 
   const again = /To submit it again, run: (.+)$/m.exec(r.stderr)![1]!;
   const resubmitted = startCli(['-c', again], { command: 'sh', cwd: dir });
-  await resubmitted.waitFor(/^submitted condor#/m);
+  await resubmitted.waitFor(/^submitted boinc-gahp-/m);
   own.advanceAll();
   ok(await resubmitted.exited, `the hint ${again}`);
   expect(own.batches().filter((b) => b.name === vanished).map((b) => b.jobNames.length)).toEqual([1]);
@@ -209,7 +209,7 @@ describe('smaller points of the same family (issue 43, item 6)', () => {
   test('cancel of a complete cluster gives nothing up and status keeps calling it finished; status N and status --json show clusters, with the failures counted and the command that finishes one', async () => {
     writeSubmitFile('job.sub', ['transfer_input_files = in.txt', 'queue 2']);
     const first = startCli(['--state-dir', state(), 'submit', 'job.sub', '--poll', '0.3'], { cwd: dir });
-    await first.waitFor(/^submitted condor#/m);
+    await first.waitFor(/^submitted boinc-gahp-/m);
     own.advanceAll();
     ok(await first.exited, 'cluster 1');
     const c = await runCli(['--state-dir', state(), 'cancel', '1'], { cwd: dir });
@@ -234,7 +234,7 @@ describe('smaller points of the same family (issue 43, item 6)', () => {
   test('a cluster cancelled while a submit waits on it: the submit says cancelled, status says cancelled', async () => {
     writeSubmitFile('job.sub', ['transfer_input_files = in.txt', 'queue 2']);
     const waiting = startCli(['--state-dir', state(), 'submit', 'job.sub', '--poll', '0.3'], { cwd: dir });
-    await waiting.waitFor(/^submitted condor#/m);
+    await waiting.waitFor(/^submitted boinc-gahp-/m);
     ok(await runCli(['--state-dir', state(), 'cancel', '1'], { cwd: dir }), 'cancel');
     const r = await waiting.exited;
     expect(r.code).toBe(1);
@@ -246,7 +246,7 @@ describe('smaller points of the same family (issue 43, item 6)', () => {
   test('--rerun-failed runs just the failed jobs of a finished cluster again; status counts the failures', async () => {
     writeSubmitFile('job.sub', ['transfer_input_files = in.txt', 'transfer_output_files = out', 'transfer_output_remaps = "out = out.$(Cluster).$(Process)"', 'error = err.$(Process)', 'queue 3']);
     const first = startCli(['--state-dir', state(), 'submit', 'job.sub', '--poll', '0.3'], { cwd: dir });
-    await first.waitFor(/^submitted condor#/m);
+    await first.waitFor(/^submitted boinc-gahp-/m);
     const [j0, j1, j2] = own.batches()[0]!.jobNames;
     own.advanceJob(j0!, 'DONE');
     own.advanceJob(j1!, 'ERROR');
@@ -261,7 +261,7 @@ describe('smaller points of the same family (issue 43, item 6)', () => {
     const hint = /to run just its failed jobs again, run: (.+)$/m.exec(again.stdout)![1]!;
 
     const rerun = startCli(['-c', hint], { command: 'sh', cwd: dir });
-    await rerun.waitFor(/^submitted condor#/m);
+    await rerun.waitFor(/^submitted boinc-gahp-/m);
     own.advanceAll();
     const done = ok(await rerun.exited, `the hint ${hint}`);
     expect(done.stdout).toMatch(/^cluster 2 \(the failed jobs of cluster 1, run again\): 1 job in 1 batch/m);
@@ -276,14 +276,14 @@ describe('smaller points of the same family (issue 43, item 6)', () => {
   test("a second cluster's error file starts fresh, as condor_submit starts it", async () => {
     writeSubmitFile('job.sub', ['transfer_input_files = in.txt', 'error = job.err', 'arguments = a', 'queue']);
     const one = startCli(['--state-dir', state(), 'submit', 'job.sub', '--poll', '0.3'], { cwd: dir });
-    await one.waitFor(/^submitted condor#/m);
+    await one.waitFor(/^submitted boinc-gahp-/m);
     own.advanceAll();
     ok(await one.exited, 'cluster 1');
     const firstErr = fs.readFileSync(path.join(dir, 'job.err'), 'latin1');
     expect(firstErr.length).toBeGreaterThan(0);
     writeSubmitFile('job.sub', ['transfer_input_files = in.txt', 'error = job.err', 'arguments = b', 'queue']);
     const two = startCli(['--state-dir', state(), 'submit', 'job.sub', '--poll', '0.3'], { cwd: dir });
-    await two.waitFor(/^submitted condor#/m);
+    await two.waitFor(/^submitted boinc-gahp-/m);
     own.advanceAll();
     ok(await two.exited, 'cluster 2');
     // One job's stderr, not two.
