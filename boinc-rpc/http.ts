@@ -420,7 +420,16 @@ function mappedErrors(r: GotRequest, map: (err: unknown) => Error): DownloadRepl
   });
   out.on('drain', () => r.resume());
   r.on('end', () => out.end());
-  r.on('error', (err) => out.destroy(map(err)));
+  // An error once the body has ended belongs to the connection, not to this reply: BOINC's
+  // get_output3.php, for a kept file that is not there, answers `Content-Length: 0` and then
+  // writes its PHP warnings after the reply (docs/boinc-server.md, "Batch-collect projects:
+  // get_output3.php"). The reply is complete; the error must not end the process.
+  r.on('error', (err) => {
+    if (!out.writableEnded && !out.destroyed) out.destroy(map(err));
+  });
+  // Every reader attaches its own listener (pipeline, for await); a body drained with
+  // resume() has none, and an error emitted to nobody would be an uncaught exception.
+  out.on('error', () => {});
   const destroy = out.destroy.bind(out);
   out.destroy = ((err?: Error) => {
     r.destroy();
