@@ -50,7 +50,6 @@ import { checkJob, type JobRequest } from '../batch-boinc/job-check.js';
 import { ensureStdout, startErrorFile } from '../batch-boinc/standard-files.js';
 import { SubmitCheckError } from '../staging/validate.js';
 import { ARCHIVE_AFTER_MS, BlahStore, type FinalState, type StoredBatch, type StoredJob } from './store.js';
-import { isOutputGone } from '../output/gone.js';
 
 /** How long arriving jobs are gathered before they are recorded together and answered. */
 const JOIN_MS = 20;
@@ -712,6 +711,8 @@ export class BlahRoute {
       const msg = errorMessage(err);
       this.services.log.warn(`batch boinc: fetch of ${job.jobName} failed: ${msg}`);
       if (err instanceof BoincRpcError && err.kind === 'transport') return; // the next refresh tries again
+      // Loaded here, as fetch-output above: the GAHP as HTCondor starts it loads no fetch module until a fetch comes.
+      const { isOutputGone } = await import('../output/gone.js');
       if (isOutputGone(err)) {
         // Deleted or moved by the project: no attempt can bring it back, nothing is kept.
         this.fetchFailures.delete(job.jobName);

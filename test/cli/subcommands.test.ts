@@ -138,7 +138,7 @@ test('status, lease, fetch, abort, retire on a batch submitted through the GAHP'
   const q = await cli(['query', batch, '--json']);
   expect(q.code).toBe(0);
   const qj = JSON.parse(q.stdout) as { serverTime: string; batches: Array<{ batch: string; jobs: Record<string, string> }> };
-  expect(Object.keys(qj.batches[0]!.jobs).sort()).toEqual([0, 1, 2].map((p) => `${batch}#1.${p}`));
+  expect(Object.keys(qj.batches[0]!.jobs).sort()).toEqual([0, 1, 2].map((p) => `${batch}_1.${p}`));
   for (const st of Object.values(qj.batches[0]!.jobs)) expect(['NOT_STARTED', 'IN_PROGRESS']).toContain(st);
   const qmissing = await cli(['query', 'no-such-batch']);
   expect(qmissing.code).toBe(1);
@@ -151,21 +151,21 @@ test('status, lease, fetch, abort, retire on a batch submitted through the GAHP'
   expect((JSON.parse((await cli(['status', '--json'])).stdout) as { batches: Array<{ leaseExpiresAt?: number }> }).batches[0]!.leaseExpiresAt).toBe(until);
 
   // fetch before the job is done: the GAHP's error, exit 1.
-  const early = await cli(['fetch', `${batch}#1.0`, '-d', 'outs']);
+  const early = await cli(['fetch', `${batch}_1.0`, '-d', 'outs']);
   expect(early.code).toBe(1);
   expect(early.stderr).toMatch(/BOINC_FETCH_OUTPUT failed: /);
 
-  server.advanceJob(`${batch}#1.0`, 'DONE');
+  server.advanceJob(`${batch}_1.0`, 'DONE');
   fs.mkdirSync(path.join(dir, 'outs'));
-  const f = await cli(['fetch', `${batch}#1.0`, '-d', 'outs', '--stderr', 'job.err', '-f', 'out=renamed.txt']);
+  const f = await cli(['fetch', `${batch}_1.0`, '-d', 'outs', '--stderr', 'job.err', '-f', 'out=renamed.txt']);
   expect(f.code).toBe(0);
   expect(f.stdout).toMatch(/exit status 0, wall clock 12\.5/);
   expect(fs.readFileSync(path.join(dir, 'outs', 'renamed.txt'), 'utf8')).toBe('HELLO\n\nargs: x0\n');
   expect(fs.readFileSync(path.join(dir, 'outs', 'job.err'), 'utf8')).toMatch(stderrFilePattern('uppercase: 6 bytes\n'));
 
-  const ab = await cli(['abort', `${batch}#1.1`, `${batch}#1.2`]);
+  const ab = await cli(['abort', `${batch}_1.1`, `${batch}_1.2`]);
   expect(ab.code).toBe(0);
-  expect(server.jobs(batch).filter((j) => j.aborted).map((j) => j.name).sort()).toEqual([`${batch}#1.1`, `${batch}#1.2`]);
+  expect(server.jobs(batch).filter((j) => j.aborted).map((j) => j.name).sort()).toEqual([`${batch}_1.1`, `${batch}_1.2`]);
   expect((await cli(['abort', 'no#such#job#1.0'])).code).toBe(1);
 
   const rt = await cli(['retire', batch]);
