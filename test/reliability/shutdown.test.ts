@@ -63,22 +63,24 @@ describe.each(['QUIT', 'EOF'])('%s with work in flight', (how) => {
       const sp = c.line.indexOf(' ');
       expect(await g.request(`${c.line.slice(0, sp)} ${g.reqId()}${c.line.slice(sp)}`)).toBe('S');
     }
-    // Wait until uploads were sent and downloads are writing.
+    // Wait until uploads were sent and downloads are writing. Which of them get the GAHP's
+    // RPC slots first depends on the machine (hashing 90 MiB against the first replies), so
+    // one of each in flight is what is waited for, by a deadline rather than a count of
+    // polls (a loaded machine polls slowly); the slow replies take 20 s, so 15 s is safe.
     const partsGrowing = () => fetches.filter((f) => walk(f.iwd).some((n) => n.endsWith('.part') && fs.statSync(path.join(f.iwd, n)).size > 0)).length;
-    for (let i = 0; i < 500; i++) {
-      const uploads = env.server.rpcLog().slice(since).filter((e) => e.rpc === 'upload_files').length;
-      if (uploads >= 2 && partsGrowing() >= 2) break;
-      await sleep(20);
-    }
-    expect(env.server.rpcLog().slice(since).filter((e) => e.rpc === 'upload_files').length).toBeGreaterThanOrEqual(2);
-    expect(partsGrowing()).toBeGreaterThanOrEqual(2);
+    const uploadsSent = () => env.server.rpcLog().slice(since).filter((e) => e.rpc === 'upload_files').length;
+    const waitUntil = Date.now() + 15_000;
+    while (Date.now() < waitUntil && !(uploadsSent() >= 1 && partsGrowing() >= 1)) await sleep(20);
+    expect(uploadsSent()).toBeGreaterThanOrEqual(1);
+    expect(partsGrowing()).toBeGreaterThanOrEqual(1);
 
+    const inFlight = `${uploadsSent()} upload_files sent, ${partsGrowing()} downloads writing`;
     const t0 = Date.now();
     if (how === 'QUIT') g.send('QUIT');
     g.child.stdin.end();
     const { code } = await g.exited;
     const exitMs = Date.now() - t0;
-    process.stdout.write(`[reliability] shutdown: ${how} with 2 submits uploading and 4 fetches downloading: exit code ${code} after ${exitMs} ms\n`);
+    process.stdout.write(`[reliability] shutdown: ${how} with 2 submits and 4 fetches started (${inFlight}): exit code ${code} after ${exitMs} ms\n`);
     env.server.clearFaults();
     expect(code).toBe(0);
     // Cancelled, not waited for: the 3 s grace is not reached (timing noise allowed).
