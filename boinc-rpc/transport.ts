@@ -354,11 +354,7 @@ export class Transport {
       if (web && status >= 300 && status < 400) {
         response.body.resume();
         this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} in ${Date.now() - started} ms`);
-        const to = redirectTarget(response.headers.location, current);
-        if (to && /(^|\/)login_form\.php$/.test(to.pathname)) {
-          throw new BoincRpcError(rpc, 'protocol', `HTTP ${status} to login_form.php: the project's web pages did not take the authenticator as a login`, { httpStatus: status, code: 'refused' });
-        }
-        throw new BoincRpcError(rpc, 'protocol', `HTTP ${status}: redirect${to ? ` to ${to.origin}${to.pathname}` : ''} not followed`, { httpStatus: status });
+        throw webRedirectError(rpc, status, response.headers.location, current);
       }
       const declared = web && status >= 200 && status < 300 ? webFileLength(response.headers) : undefined;
       if (declared !== undefined && typeof declared !== 'number') {
@@ -445,11 +441,7 @@ export class Transport {
       if (status >= 300 && status < 400) {
         response.body.resume();
         this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} in ${Date.now() - started} ms`);
-        const to = redirectTarget(response.headers.location, url);
-        if (to && /(^|\/)login_form\.php$/.test(to.pathname)) {
-          throw new BoincRpcError(rpc, 'protocol', `HTTP ${status} to login_form.php: the project's web pages did not take the authenticator as a login`, { httpStatus: status, code: 'refused' });
-        }
-        throw new BoincRpcError(rpc, 'protocol', `HTTP ${status}: redirect${to ? ` to ${to.origin}${to.pathname}` : ''} not followed`, { httpStatus: status });
+        throw webRedirectError(rpc, status, response.headers.location, url);
       }
       const text = await readSome(response.body, maxBytes);
       this.log(`boinc-rpc ${rpc} ${script} HTTP ${status} ${text.length} chars in ${Date.now() - started} ms`);
@@ -493,6 +485,18 @@ function webFileLength(headers: Record<string, string | string[] | undefined>): 
   const length = String(headers['content-length'] ?? '').trim();
   if (/^\d+$/.test(length)) return Number(length);
   return { missing: /filename=("?)([^";]*)\1/.exec(disposition)?.[2] ?? '(unnamed)' };
+}
+
+/**
+ * The error for a web page's redirect, which is not followed: one to login_form.php is the
+ * cookie not taken as a login (code `refused`); another names the origin and path it points to.
+ */
+function webRedirectError(rpc: string, status: number, location: string | undefined, from: string): BoincRpcError {
+  const to = redirectTarget(location, from);
+  if (to && /(^|\/)login_form\.php$/.test(to.pathname)) {
+    return new BoincRpcError(rpc, 'protocol', `HTTP ${status} to login_form.php: the project's web pages did not take the authenticator as a login`, { httpStatus: status, code: 'refused' });
+  }
+  return new BoincRpcError(rpc, 'protocol', `HTTP ${status}: redirect${to ? ` to ${to.origin}${to.pathname}` : ''} not followed`, { httpStatus: status });
 }
 
 /** A URL to print: its user and password (Basic authorization) left out. */
