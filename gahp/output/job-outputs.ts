@@ -68,26 +68,17 @@ export class JobOutputs {
       } catch (err) {
         if (!(err instanceof NotCollected) && !noSuchFile(err)) throw err;
       }
-      let uploadErr: BoincRpcError | undefined;
-      try {
-        await this.fromUploads(n, dest, signal);
-        return await this.unpack(n, dest, signal);
-      } catch (err) {
-        if (!noSuchFile(err)) throw err;
-        uploadErr = err;
-      }
-      try {
-        await this.fromCollected(n, dest, signal, true);
-      } catch (err) {
-        if (err instanceof NotCollected || noSuchFile(err)) throw this.gone(n, uploadErr, err);
-        throw err;
-      }
-      return await this.unpack(n, dest, signal);
     }
+    if ((await this.fromUploadsElseCollected(n, dest, signal)) === 'collected') await this.learn('collect');
+    await this.unpack(n, dest, signal);
+  }
+
+  /** From get_output.php, else from the batch-collect location (its zip fetched if need be); in neither, gone. Which gave it. */
+  private async fromUploadsElseCollected(n: number, dest: string, signal: AbortSignal): Promise<'uploads' | 'collected'> {
     let uploadErr: BoincRpcError;
     try {
       await this.fromUploads(n, dest, signal);
-      return await this.unpack(n, dest, signal);
+      return 'uploads';
     } catch (err) {
       if (!noSuchFile(err)) throw err;
       uploadErr = err;
@@ -98,8 +89,7 @@ export class JobOutputs {
       if (err instanceof NotCollected || noSuchFile(err)) throw this.gone(n, uploadErr, err);
       throw err;
     }
-    await this.learn('collect');
-    await this.unpack(n, dest, signal);
+    return 'collected';
   }
 
   /** After the job's outputs are in place: its batch's kept zip may go. */
