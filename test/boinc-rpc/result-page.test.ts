@@ -8,27 +8,18 @@
  */
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { BoincClient } from '../../boinc-rpc/client.js';
-import { startTestServer, type ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
 import { rejection } from '../support/rpc-errors.js';
+import { serverAndClients } from '../support/rpc-clients.js';
 
-let server: ExtendedTestBoincServer;
-let tmp: string;
-const clients: BoincClient[] = [];
-const logLines: string[] = [];
-
-function client(authenticator = server.authenticator): BoincClient {
-  const c = new BoincClient({ projectUrl: server.url, authenticator, timeoutMs: 5000, retries: 2, retryBaseMs: 5, log: (l) => logLines.push(l) });
-  clients.push(c);
-  return c;
-}
+const bed = serverAndClients('boinc-rpc-result-page-');
+const { client } = bed;
 
 /** One job of app `failing` whose input's first line is `line`; its query_batch id. */
 async function submitFailing(c: BoincClient, batchName: string, line: string): Promise<{ name: string; id: number }> {
   const batchId = await c.createBatch({ batchName, appName: 'failing', expireTime: Math.floor(Date.now() / 1000) + 3600 });
-  const p = path.join(tmp, batchName);
+  const p = path.join(bed.tmp, batchName);
   fs.writeFileSync(p, `${line}\n`);
   const physName = `condorv_${crypto.createHash('md5').update(`${line}\n`).digest('hex')}`;
   const absent = await c.queryFiles({ physNames: [physName] });
@@ -39,36 +30,20 @@ async function submitFailing(c: BoincClient, batchName: string, line: string): P
   return { name, id: job.id };
 }
 
-beforeAll(async () => {
-  server = await startTestServer();
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'boinc-rpc-result-page-'));
-});
-
-afterAll(async () => {
-  for (const c of clients) c.close();
-  await server?.close();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
-
-afterEach(() => {
-  for (const line of logLines) expect(line).not.toContain(server.authenticator);
-  logLines.length = 0;
-});
-
 test("a failed instance's stderr, from its page with the cookie, unescaped; query_completed_job dies for it", async () => {
   const c = client();
   const job = await submitFailing(c, `rp_${Date.now()}`, `it's "quoted" <&amp;>`);
   // Not over yet: the page shows no stderr.
   const [unsent] = await c.queryJob(job.id);
   expect(await c.instanceStderr(unsent!.id)).toBeUndefined();
-  server.advanceJob(job.name, 'DONE');
-  await server.settled();
+  bed.server.advanceJob(job.name, 'DONE');
+  await bed.server.settled();
   const [instance] = await c.queryJob(job.id);
   expect(instance!.state).toBe('Error while computing');
   const stderr = await c.instanceStderr(instance!.id);
   expect(stderr).toMatch(/^<core_client_version>8\.3\.0<\/core_client_version>\n<!\[CDATA\[\n[\s\S]*\n\]\]>\n$/);
   expect(stderr).toContain(`failing: fatal error <&> in "it's "quoted" <&amp;>"\nexit 7\n`);
-  const page = server.rpcLog().filter((e) => e.rpc === 'result_page').at(-1)!;
+  const page = bed.server.rpcLog().filter((e) => e.rpc === 'result_page').at(-1)!;
   expect(page.raw).toBe(`/boinc_test/result.php?resultid=${instance!.id}`);
   // As BOINC's handler: no stderr there for a job without a canonical instance.
   await expect(c.queryCompletedJob(job.name)).rejects.toThrow();
@@ -76,8 +51,8 @@ test("a failed instance's stderr, from its page with the cookie, unescaped; quer
 
 test('no login (an authenticator the pages do not know): the 302 to login_form.php is an error', async () => {
   const job = await submitFailing(client(), `rp_${Date.now()}b`, 'second');
-  server.advanceJob(job.name, 'DONE');
-  await server.settled();
+  bed.server.advanceJob(job.name, 'DONE');
+  await bed.server.settled();
   const [instance] = await client().queryJob(job.id);
   const stranger = 'f'.repeat(32);
   const e = await rejection(client(stranger).instanceStderr(instance!.id));

@@ -1,5 +1,6 @@
 /** Helpers for CLI tests: run bin/boinc-gahp (the compiled build) as a child process. */
 import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
 import { GAHP_BIN, withoutProxies } from '../support/gahp-process.js';
 
 export interface RunResult {
@@ -95,4 +96,14 @@ export function startCli(args: string[], opts: CliOptions & { command?: string }
 
 export function runCli(args: string[], opts: CliOptions = {}): Promise<RunResult> {
   return startCli(args, opts).exited;
+}
+
+/**
+ * Writes `file`: a submit description of `executable` jobs on the BOINC project at `url`, its
+ * authenticator in `authFile` (a path as the file gives it: relative to the submit directory),
+ * then `lines` (the transfer and queue commands).
+ */
+export function writeSubmitFile(file: string, project: { url: string; authFile: string }, lines: string[], executable = 'uppercase'): void {
+  const head = [`executable = ${executable}`, `grid_resource = boinc ${project.url}`, `boinc_authenticator_file = ${project.authFile}`];
+  fs.writeFileSync(file, [...head, ...lines].join('\n') + '\n');
 }

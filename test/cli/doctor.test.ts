@@ -13,8 +13,9 @@ import { startTestServer, type TestBoincServer } from '../../fixtures/test-serve
 import type { TestApp } from '../../fixtures/test-server/types.js';
 import { startForwardProxy } from '../support/forward-proxy.js';
 import { GAHP_BIN, makeTempDir, REPO_ROOT } from '../support/gahp-process.js';
+import { until } from '../support/poll.js';
 import { startTlsFront } from '../support/tls-front.js';
-import { runCli, type RunResult } from './cli-support.js';
+import { runCli, writeSubmitFile, type RunResult } from './cli-support.js';
 
 /** bin/boinc-gahp as the doctor names this installation. */
 const ENTRY = fs.realpathSync(GAHP_BIN);
@@ -207,7 +208,7 @@ test("what the project keeps, on a batch-collect project with --keep-files no: w
     const state = path.join(cdir, 'state');
     // One uppercase job through submit, fetched after the assimilator moved its output: the state dir learns get_output3.php.
     fs.writeFileSync(path.join(cdir, 'in'), 'kept?\n');
-    fs.writeFileSync(path.join(cdir, 'job.sub'), ['executable = uppercase', `grid_resource = boinc ${collect.url}`, 'boinc_authenticator_file = auth', 'transfer_input_files = in', 'transfer_output_files = out', 'queue'].join('\n'));
+    writeSubmitFile(path.join(cdir, 'job.sub'), { url: collect.url, authFile: 'auth' }, ['transfer_input_files = in', 'transfer_output_files = out', 'queue']);
     const submit = (...extra: string[]) => runCli(['--state-dir', state, '--keep-files', 'no', 'submit', 'job.sub', '--poll', '0.3', ...extra], { cwd: cdir });
     const first = await submit('--no-wait');
     if (first.code !== 0) throw new Error(`exit ${first.code}: ${first.stderr}${first.stdout}`);
@@ -215,11 +216,7 @@ test("what the project keeps, on a batch-collect project with --keep-files no: w
     collect.advanceAll(batch.name);
     await collect.settled();
     const results = path.join(collect.dataDir, 'results', String(batch.id));
-    const end = Date.now() + 30_000;
-    while (!(fs.existsSync(results) && fs.readdirSync(results).length === 1)) {
-      if (Date.now() > end) throw new Error('the assimilator did not move the output');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await until('the assimilator to move the output', () => fs.existsSync(results) && fs.readdirSync(results).length === 1);
     const fetched = await submit();
     if (fetched.code !== 0) throw new Error(`exit ${fetched.code}: ${fetched.stderr}${fetched.stdout}`);
 

@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startTestServer, type TestBoincServer } from '../../fixtures/test-server/index.js';
 import { makeTempDir } from '../support/gahp-process.js';
-import { runCli, type RunResult } from './cli-support.js';
+import { runCli, writeSubmitFile, type RunResult } from './cli-support.js';
 
 /** Long enough for a slow, shared machine; the old loop never ends at all. */
 const RUN_LIMIT_MS = 20_000;
@@ -31,13 +31,7 @@ beforeAll(async () => {
   auth = path.join(dir, 'auth');
   fs.writeFileSync(auth, server.authenticator + '\n', { mode: 0o600 });
   fs.writeFileSync(path.join(dir, 'in.txt'), 'hello\n');
-  fs.writeFileSync(path.join(dir, 'job.sub'), [
-    'executable = uppercase',
-    `grid_resource = boinc ${server.url}`,
-    'boinc_authenticator_file = auth',
-    'transfer_input_files = in.txt',
-    'queue 1',
-  ].join('\n') + '\n');
+  writeSubmitFile(path.join(dir, 'job.sub'), { url: server.url, authFile: 'auth' }, ['transfer_input_files = in.txt', 'queue 1']);
 });
 afterAll(async () => {
   await server.close();

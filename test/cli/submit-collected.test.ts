@@ -9,7 +9,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { startTestServer, type ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
 import { makeTempDir } from '../support/gahp-process.js';
-import { runCli } from './cli-support.js';
+import { until } from '../support/poll.js';
+import { runCli, writeSubmitFile } from './cli-support.js';
 
 let server: ExtendedTestBoincServer;
 let dir: string;
@@ -26,15 +27,12 @@ afterAll(async () => {
 
 test('a cluster whose outputs the assimilator moved is fetched from get_output3.php', async () => {
   for (const p of [0, 1, 2]) fs.writeFileSync(path.join(dir, `in.${p}`), `job ${p}\n`);
-  fs.writeFileSync(path.join(dir, 'job.sub'), [
-    'executable = uppercase',
-    `grid_resource = boinc ${server.url}`,
-    'boinc_authenticator_file = auth.txt',
+  writeSubmitFile(path.join(dir, 'job.sub'), { url: server.url, authFile: 'auth.txt' }, [
     'transfer_input_files = in.$(Process)',
     'transfer_output_files = out',
     'transfer_output_remaps = "out = out.$(Process)"',
     'queue 3',
-  ].join('\n'));
+  ]);
   const submit = (...extra: string[]) => runCli(['--state-dir', path.join(dir, 'state'), 'submit', 'job.sub', '--poll', '0.3', ...extra], { cwd: dir });
   const first = await submit('--no-wait');
   if (first.code !== 0) throw new Error(`exit ${first.code}: ${first.stderr}${first.stdout}`);
@@ -43,11 +41,7 @@ test('a cluster whose outputs the assimilator moved is fetched from get_output3.
   server.advanceAll(batch.name);
   await server.settled();
   const results = path.join(server.dataDir, 'results', String(batch.id));
-  const end = Date.now() + 30_000;
-  while (!(fs.existsSync(results) && fs.readdirSync(results).length === 3)) {
-    if (Date.now() > end) throw new Error('the assimilator did not move the outputs');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until('the assimilator to move the outputs', () => fs.existsSync(results) && fs.readdirSync(results).length === 3);
 
   server.clearRpcLog();
   const r = await submit();

@@ -14,8 +14,9 @@ import * as path from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { upperAscii } from '../../fixtures/apps.js';
 import { sampleApps, type TestApp } from '../../fixtures/test-server/index.js';
-import { batchName, esc, jobName, startEnv, type Env } from './helpers.js';
+import { batchName, esc, jobName, startEnv, startFetches, type Env } from './helpers.js';
 import { submitLine } from '../submit/support.js';
+import { until } from '../support/poll.js';
 
 /** Like uppercase, its output `out.txt` marked `<gzip_when_done/>`: the client gzips it before uploading. */
 const gzipApp: TestApp = {
@@ -27,19 +28,9 @@ const gzipApp: TestApp = {
   },
 };
 
-/** Polls `cond` every 50 ms for up to 30 s. */
-async function until(cond: () => boolean, what: string): Promise<void> {
-  const end = Date.now() + 30_000;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe("BOINC_FETCH_OUTPUT on a batch-collect project (daemons 'collect')", () => {
   let env: Env;
   let input: string;
-  let dirs = 0;
   let seq = 0;
   beforeAll(async () => {
     env = await startEnv({ daemons: 'collect', deleteAfterDoneSeconds: 0.3, apps: [...sampleApps, gzipApp] });
@@ -53,36 +44,26 @@ describe("BOINC_FETCH_OUTPUT on a batch-collect project (daemons 'collect')", ()
   const calls = (rpc: string) => env.server.rpcLog().filter((e) => e.rpc === rpc).length;
   const zipsKept = () => (fs.existsSync(path.join(env.stateDir, 'collected')) ? fs.readdirSync(path.join(env.stateDir, 'collected')).filter((n) => n.endsWith('.zip')) : []);
 
-  /** Submits n jobs of `app` through the GAHP (its ledger knows them), runs them, waits until the assimilator moved them. */
-  async function submitCollected(app: string, batch: string, names: string[]): Promise<void> {
+  /** Submits the jobs (one of `app` each, input `input`) through the GAHP, so its ledger knows them; returns the directory the assimilator moves the batch's outputs to. */
+  async function submitJobs(app: string, batch: string, names: string[]): Promise<string> {
     const jobs = names.map((name) => ({ name, inputs: [[input, 'in']] as Array<[string, string]> }));
     expect(await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, app, jobs)}`, 60_000)).toEqual(['NULL']);
-    env.server.advanceAll(batch);
-    await env.server.settled();
     const id = env.server.batches().find((b) => b.name === batch)!.id;
-    const dir = path.join(env.server.dataDir, 'results', String(id));
-    await until(() => names.every((n) => fs.existsSync(dir) && fs.readdirSync(dir).some((f) => f.startsWith(`${n}__file_`))), 'the assimilator');
+    return path.join(env.server.dataDir, 'results', String(id));
   }
 
-  /** Sends a BOINC_FETCH_OUTPUT (ALL mode) for each job at once, each into a new directory; returns the request ids and directories. */
-  async function startFetches(names: string[]): Promise<{ ids: string[]; iwds: string[] }> {
-    const iwds = names.map(() => {
-      const d = path.join(env.dir, `iwd${dirs++}`);
-      fs.mkdirSync(d);
-      return d;
-    });
-    const ids = names.map((name, i) => {
-      const id = env.gahp.reqId();
-      env.gahp.send(`BOINC_FETCH_OUTPUT ${id} ${esc(name)} ${esc(iwds[i]!)} job.err ALL 0`);
-      return id;
-    });
-    for (let i = 0; i < ids.length; i++) expect(await env.gahp.readReply()).toBe('S');
-    return { ids, iwds };
+  /** submitJobs(), then runs the jobs and waits until the assimilator moved them; returns that directory. */
+  async function submitCollected(app: string, batch: string, names: string[]): Promise<string> {
+    const dir = await submitJobs(app, batch, names);
+    env.server.advanceAll(batch);
+    await env.server.settled();
+    await until('the assimilator', () => names.every((n) => fs.existsSync(dir) && fs.readdirSync(dir).some((f) => f.startsWith(`${n}__file_`))));
+    return dir;
   }
 
   /** Fetches the jobs all at once (ALL mode), each into a new directory; returns the directories. */
   async function fetchAll(names: string[]): Promise<string[]> {
-    const { ids, iwds } = await startFetches(names);
+    const { ids, iwds } = await startFetches(env, names);
     for (const id of ids) expect((await env.gahp.waitResult(id, 60_000)).slice(0, 2)).toEqual(['NULL', '0']);
     return iwds;
   }
@@ -101,20 +82,17 @@ describe("BOINC_FETCH_OUTPUT on a batch-collect project (daemons 'collect')", ()
   test('the zip is kept on disk while a job of its batch is still to come; a job the kept zip lacks gets it fetched again; then it goes', async () => {
     const batch = batchName('uppercase');
     const names = [jobName(batch, 124, 0), jobName(batch, 124, 1)];
-    const jobs = names.map((name) => ({ name, inputs: [[input, 'in']] as Array<[string, string]> }));
-    expect(await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, 60_000)).toEqual(['NULL']);
-    const id = env.server.batches().find((b) => b.name === batch)!.id;
-    const results = path.join(env.server.dataDir, 'results', String(id));
+    const results = await submitJobs('uppercase', batch, names);
     const moved = (n: string) => fs.existsSync(path.join(results, `${n}__file_out`));
     env.server.advanceJob(names[0]!, 'DONE');
-    await until(() => moved(names[0]!), 'the assimilator (job 0)');
+    await until('the assimilator (job 0)', () => moved(names[0]!));
     env.server.clearRpcLog();
     await fetchAll([names[0]!]);
     expect(calls('get_batch_zip')).toBe(1);
     expect(zipsKept()).toHaveLength(1);
 
     env.server.advanceJob(names[1]!, 'DONE');
-    await until(() => moved(names[1]!), 'the assimilator (job 1)');
+    await until('the assimilator (job 1)', () => moved(names[1]!));
     const [d] = await fetchAll([names[1]!]);
     expect(fs.readFileSync(path.join(d!, 'out'), 'latin1')).toBe('COLLECTED\n');
     expect(calls('get_batch_zip')).toBe(2);
@@ -129,21 +107,18 @@ describe("BOINC_FETCH_OUTPUT on a batch-collect project (daemons 'collect')", ()
     const batch = batchName('uppercase');
     const names = Array.from({ length: 12 }, (_, i) => jobName(batch, 126, i));
     const [early, late] = [names.slice(0, 4), names.slice(4)];
-    const jobs = names.map((name) => ({ name, inputs: [[input, 'in']] as Array<[string, string]> }));
-    expect(await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, 60_000)).toEqual(['NULL']);
-    const id = env.server.batches().find((b) => b.name === batch)!.id;
-    const results = path.join(env.server.dataDir, 'results', String(id));
+    const results = await submitJobs('uppercase', batch, names);
     const moved = (n: string) => fs.existsSync(path.join(results, `${n}__file_out`));
     for (const n of early) env.server.advanceJob(n, 'DONE');
-    await until(() => early.every(moved), 'the assimilator (early jobs)');
+    await until('the assimilator (early jobs)', () => early.every(moved));
     env.server.clearRpcLog();
     // The first zip (made when the request comes: early jobs only) takes a few seconds to arrive.
     env.server.injectFault({ script: 'get_output3.php', rpc: 'get_batch_zip', kind: 'slow', delayMs: 4000 });
-    const first = await startFetches(early);
-    await until(() => calls('get_batch_zip') === 1, 'the first zip request');
+    const first = await startFetches(env, early);
+    await until('the first zip request', () => calls('get_batch_zip') === 1);
     for (const n of late) env.server.advanceJob(n, 'DONE');
-    await until(() => late.every(moved), 'the assimilator (late jobs)');
-    const second = await startFetches(late);
+    await until('the assimilator (late jobs)', () => late.every(moved));
+    const second = await startFetches(env, late);
     for (const rid of [...first.ids, ...second.ids]) expect((await env.gahp.waitResult(rid, 90_000)).slice(0, 2)).toEqual(['NULL', '0']);
     for (const d of [...first.iwds, ...second.iwds]) expect(fs.readFileSync(path.join(d, 'out'), 'latin1')).toBe('COLLECTED\n');
     expect(calls('get_batch_zip')).toBe(2);
@@ -152,11 +127,9 @@ describe("BOINC_FETCH_OUTPUT on a batch-collect project (daemons 'collect')", ()
   test('BOINC_RETIRE_BATCH removes the kept zip of its batch', async () => {
     const batch = batchName('uppercase');
     const names = [jobName(batch, 125, 0), jobName(batch, 125, 1)];
-    const jobs = names.map((name) => ({ name, inputs: [[input, 'in']] as Array<[string, string]> }));
-    expect(await env.gahp.call(`BOINC_SUBMIT ${submitLine(batch, 'uppercase', jobs)}`, 60_000)).toEqual(['NULL']);
-    const id = env.server.batches().find((b) => b.name === batch)!.id;
+    const results = await submitJobs('uppercase', batch, names);
     env.server.advanceJob(names[0]!, 'DONE');
-    await until(() => fs.existsSync(path.join(env.server.dataDir, 'results', String(id), `${names[0]}__file_out`)), 'the assimilator');
+    await until('the assimilator', () => fs.existsSync(path.join(results, `${names[0]}__file_out`)));
     await fetchAll([names[0]!]);
     expect(zipsKept()).toHaveLength(1);
     expect(await env.gahp.call(`BOINC_RETIRE_BATCH ${esc(batch)}`, 60_000)).toEqual(['NULL']);
@@ -185,9 +158,8 @@ describe("BOINC_FETCH_OUTPUT on a batch-collect project (daemons 'collect')", ()
   test('a gzip_when_done output arrives as the job wrote it (the assimilator kept the gzip bytes; get_file looks for .gz, the zip has it)', async () => {
     const batch = `gahp_gz_${process.pid}_${seq++}`;
     const names = [`${batch}_0`, `${batch}_1`];
-    await submitCollected('gzipped', batch, names);
-    const id = env.server.batches().find((b) => b.name === batch)!.id;
-    const kept = fs.readFileSync(path.join(env.server.dataDir, 'results', String(id), `${names[0]}__file_out.txt`));
+    const results = await submitCollected('gzipped', batch, names);
+    const kept = fs.readFileSync(path.join(results, `${names[0]}__file_out.txt`));
     expect(gunzipSync(kept).toString('latin1')).toBe('COLLECTED\n');
     for (const d of await fetchAll(names)) expect(fs.readFileSync(path.join(d, 'out.txt'), 'latin1')).toBe('COLLECTED\n');
   }, 120_000);

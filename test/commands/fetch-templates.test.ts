@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { upperAscii } from '../../fixtures/apps.js';
 import { sampleApps, type TestApp } from '../../fixtures/test-server/index.js';
-import { batchName, esc, jobName, startEnv, type Env } from './helpers.js';
+import { batchName, esc, jobName, newJobDir, startEnv, startFetches, type Env } from './helpers.js';
 import { submitLine } from '../submit/support.js';
 
 const uppercase = sampleApps.find((a) => a.name === 'uppercase')!;
@@ -26,7 +26,6 @@ const withLog: TestApp = {
 describe('templates kept between fetches', () => {
   let env: Env;
   let input: string;
-  let dirs = 0;
   beforeAll(async () => {
     env = await startEnv();
     input = path.join(env.dir, 'data.txt');
@@ -49,17 +48,7 @@ describe('templates kept between fetches', () => {
 
   /** Fetches the jobs (all in flight at once, ALL mode), each into a new directory; returns the directories. */
   async function fetchAll(names: string[]): Promise<string[]> {
-    const iwds = names.map(() => {
-      const d = path.join(env.dir, `iwd${dirs++}`);
-      fs.mkdirSync(d);
-      return d;
-    });
-    const ids = names.map((name, i) => {
-      const id = env.gahp.reqId();
-      env.gahp.send(`BOINC_FETCH_OUTPUT ${id} ${esc(name)} ${esc(iwds[i]!)} job.err ALL 0`);
-      return id;
-    });
-    for (let i = 0; i < ids.length; i++) expect(await env.gahp.readReply()).toBe('S');
+    const { ids, iwds } = await startFetches(env, names);
     for (const id of ids) expect((await env.gahp.waitResult(id, 60_000))[0]).toBe('NULL');
     return iwds;
   }
@@ -117,8 +106,7 @@ describe('templates kept between fetches', () => {
     await fetchAll([other!]);
     env.server.replaceApp(withLog);
     env.server.clearRpcLog();
-    const iwd = path.join(env.dir, `iwd${dirs++}`);
-    fs.mkdirSync(iwd);
+    const iwd = newJobDir(env);
     expect(await env.gahp.call(`BOINC_FETCH_OUTPUT ${esc(job!)} ${esc(iwd)} job.err SOME 1 log job.log`)).toEqual(['NULL', '0', '1.000000', '1.000000']);
     expect(fs.readFileSync(path.join(iwd, 'job.log'), 'latin1')).toBe(`log of ${job}\n`);
     expect(calls('get_templates')).toBe(1);

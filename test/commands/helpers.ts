@@ -157,6 +157,27 @@ export function esc(token: string): string {
   return token.replace(/[\\ \r\n]/g, (c) => '\\' + c);
 }
 
+/** A new empty directory under env.dir, for one job's outputs (its iwd). */
+export function newJobDir(env: Env): string {
+  return fs.mkdtempSync(path.join(env.dir, 'iwd-'));
+}
+
+/**
+ * Sends a BOINC_FETCH_OUTPUT (ALL mode, stderr to job.err) for each job at once, each into
+ * a new directory; once the GAHP has acknowledged every request, returns the request ids and
+ * the directories (the results are the caller's to wait for).
+ */
+export async function startFetches(env: Env, names: string[]): Promise<{ ids: string[]; iwds: string[] }> {
+  const iwds = names.map(() => newJobDir(env));
+  const ids = names.map((name, i) => {
+    const id = env.gahp.reqId();
+    env.gahp.send(`BOINC_FETCH_OUTPUT ${id} ${esc(name)} ${esc(iwds[i]!)} job.err ALL 0`);
+    return id;
+  });
+  for (let i = 0; i < ids.length; i++) expect(await env.gahp.readReply()).toBe('S');
+  return { ids, iwds };
+}
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Waits until a unix time (seconds, fractional) has passed on this clock. */

@@ -9,7 +9,8 @@ import * as path from 'node:path';
 import { startTestServer, type ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
 import { upperAscii } from '../../fixtures/apps.js';
 import { makeTempDir } from '../support/gahp-process.js';
-import { runCli, startCli } from '../cli/cli-support.js';
+import { until } from '../support/poll.js';
+import { runCli, startCli, writeSubmitFile } from '../cli/cli-support.js';
 
 let dir: string;
 beforeEach(() => {
@@ -22,31 +23,16 @@ afterEach(() => {
 /** Writes dir/<name>.sub: `count` uppercase jobs reading `input`, outputs to out.<name>.<proc>. */
 function submitFile(s: ExtendedTestBoincServer, name: string, input: string, count: number): string {
   fs.writeFileSync(path.join(dir, 'auth.txt'), `${s.authenticator}\n`, { mode: 0o600 });
-  fs.writeFileSync(
-    path.join(dir, `${name}.sub`),
-    [
-      'executable = uppercase',
-      `grid_resource = boinc ${s.url}`,
-      'boinc_authenticator_file = auth.txt',
-      `transfer_input_files = ${input}`,
-      'transfer_output_files = out',
-      `transfer_output_remaps = "out = out.${name}.$(Process)"`,
-      `queue ${count}`,
-    ].join('\n'),
-  );
+  writeSubmitFile(path.join(dir, `${name}.sub`), { url: s.url, authFile: 'auth.txt' }, [
+    `transfer_input_files = ${input}`,
+    'transfer_output_files = out',
+    `transfer_output_remaps = "out = out.${name}.$(Process)"`,
+    `queue ${count}`,
+  ]);
   return `${name}.sub`;
 }
 
 const state = () => path.join(dir, 'state');
-
-/** Polls until `cond` holds (at most 30 s). */
-async function until(what: string, cond: () => boolean): Promise<void> {
-  const end = Date.now() + 30_000;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 test("outputs deleted 0.3 s after a job is done are still fetched by a submit polling every 2 s (each job's output template says no_delete)", async () => {
   const s = await startTestServer({ daemons: 'static', deleteAfterDoneSeconds: 0.3, autoCompleteSeconds: 0.2 });

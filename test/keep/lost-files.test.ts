@@ -11,7 +11,8 @@ import * as path from 'node:path';
 import { startTestServer, type ExtendedTestBoincServer } from '../../fixtures/test-server/index.js';
 import { makeTempDir } from '../support/gahp-process.js';
 import { BlahGridmanager, jobAd } from '../support/blah-gridmanager.js';
-import { runCli, startCli } from '../cli/cli-support.js';
+import { until } from '../support/poll.js';
+import { runCli, startCli, writeSubmitFile } from '../cli/cli-support.js';
 
 let dir: string;
 beforeEach(() => {
@@ -23,19 +24,8 @@ afterEach(() => {
 
 function submitFile(s: ExtendedTestBoincServer, name: string, input: string, count: number): string {
   fs.writeFileSync(path.join(dir, 'auth.txt'), `${s.authenticator}\n`, { mode: 0o600 });
-  fs.writeFileSync(
-    path.join(dir, `${name}.sub`),
-    [`executable = uppercase`, `grid_resource = boinc ${s.url}`, 'boinc_authenticator_file = auth.txt', `transfer_input_files = ${input}`, `queue ${count}`].join('\n'),
-  );
+  writeSubmitFile(path.join(dir, `${name}.sub`), { url: s.url, authFile: 'auth.txt' }, [`transfer_input_files = ${input}`, `queue ${count}`]);
   return `${name}.sub`;
-}
-
-async function until(what: string, cond: () => boolean | Promise<boolean>): Promise<void> {
-  const end = Date.now() + 30_000;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 const GONE = /output out of job \S+ is gone from the BOINC server: the project deleted or moved it before it was fetched \(in neither the upload hierarchy nor a batch-collect assimilator's results: get_output failed: ERROR: no such file: \/home\/boincadm\/projects\/test\/upload\/[0-9a-f]+\/\S+_0_r\d+_0; [^)]*\)\. It cannot be fetched any more: the job has to run again\. So that this does not happen again: outputs wait on the server until fetched with this GAHP's --keep-files yes \(the default: each job's files are marked <no_delete\/>\), or the project's file_deleter run with --preserve_result_files, a <delete_delay_hours> in its config.xml longer than the GAHP can be away, or its batch-collect assimilator/;
