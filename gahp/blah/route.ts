@@ -118,8 +118,12 @@ export class BlahRoute {
   private readonly archiveCache = new Map<string, Map<string, FinalState>>();
   /** Submission key -> BOINC job name. */
   private readonly byKey = new Map<string, string>();
-  /** BOINC job name -> BOINC status word from the last refresh. */
-  private readonly boincStatus = new Map<string, string>();
+  /**
+   * What BOINC said of each job at the last refresh, per batch: job n's status word's code
+   * (statusCode) at [n], 0 when not listed. A byte a job: a map by job name cost a string
+   * and an entry a job, and the names, slices of the server's reply, kept it whole.
+   */
+  private readonly boincStatus = new Map<string, Uint8Array>();
   /** Batches the server said it does not have. */
   private readonly gone = new Set<string>();
   private refreshedAt = 0;
@@ -143,6 +147,11 @@ export class BlahRoute {
   /** For a job still in `fetchWanted` whose status waits for its fetch: resolved when it ends. */
   private readonly fetchWaiters = new Map<string, { promise: Promise<void>; resolve(): void }>();
   private readonly fetchFailures = new Map<string, number>();
+  /**
+   * Per batch: its jobs before this index have final states that are not kept results (such
+   * a state is never taken back or changed into a kept one), for batchFinished.
+   */
+  private readonly finishedUpTo = new WeakMap<StoredBatch, number>();
   /** BOINC_SUBMIT's work, one for the GAHP's life (its hash cache is loaded once). */
   private submitter?: SubmitCommand;
   private readonly describing = new Map<string, Promise<void>>();
@@ -311,7 +320,7 @@ export class BlahRoute {
       this.byKey.set(key, name);
       this.finals.delete(name);
       this.store!.appendFinal(rec.batch, name, null);
-      this.boincStatus.set(name, 'DONE');
+      this.setStatus(rec, n, 'DONE');
       this.services.log.info(`batch boinc: ${name} is back (released): its kept result is fetched again, no new BOINC job`);
       this.wantFetch(name);
       return name;
@@ -533,14 +542,14 @@ export class BlahRoute {
     if (rec.state === 'failed') return held(notSentReason(rec.error ?? 'the BOINC submission failed'), 0);
     // Submitted since the last refresh, moments ago: nothing worth a query can have happened yet.
     const sinceSubmit = Date.now() - (rec.submittedAt ?? 0);
-    if ((rec.submittedAt ?? 0) > this.refreshedAt && sinceSubmit < STATUS_MAX_AGE_MS && !this.boincStatus.has(job.jobName)) return { jobStatus: 1, extra: [] };
+    if ((rec.submittedAt ?? 0) > this.refreshedAt && sinceSubmit < STATUS_MAX_AGE_MS && this.statusOf(job) === undefined) return { jobStatus: 1, extra: [] };
     await this.fresh(signal);
     if (this.gone.has(job.batch)) {
       const state: FinalState = { kind: 'held', reason: `the BOINC server no longer has batch ${job.batch} (its lease ran out, or it was retired or deleted)`, code: 0 };
       this.setFinal(job, state);
       return finalAnswer(job, state);
     }
-    const st = this.boincStatus.get(job.jobName);
+    const st = this.statusOf(job);
     switch (st) {
       case undefined:
         if (this.refreshError) throw new Error(`no status of ${job.jobName} yet: ${this.refreshError}`);
@@ -549,7 +558,7 @@ export class BlahRoute {
       case 'UNSENT':
         return { jobStatus: 1, extra: [] };
       case 'IN_PROGRESS':
-        this.reported.set(job.jobName, 2);
+        this.reported.set(this.nameOf(job), 2);
         return { jobStatus: 2, extra: [] };
       case 'DONE':
       case 'ERROR': {
@@ -607,9 +616,10 @@ export class BlahRoute {
         let t = 2;
         for (let b = 0; b < names.length; b++) {
           const n = Number(tokens[t++]);
-          for (let k = 0; k < n; k++) {
-            const job = tokens[t++]!;
-            this.boincStatus.set(job, tokens[t++]!);
+          const rec = this.batches.get(names[b]!);
+          for (let k = 0; k < n; k++, t += 2) {
+            const job = parseOurJobName(tokens[t]!);
+            if (rec && job?.batch === rec.batch) this.setStatus(rec, job.n, tokens[t + 1]!);
           }
         }
       }
@@ -625,28 +635,58 @@ export class BlahRoute {
     // Outputs are fetched as soon as BOINC has them, not when each job's status is asked;
     // failed jobs are described batch by batch.
     const failedBatches = new Set<string>();
-    for (const [name, st] of this.boincStatus) {
-      if (this.finals.has(name)) continue;
-      const job = parseOurJobName(name);
-      if (!job) continue;
-      if (st === 'DONE') this.wantFetch(name);
-      else if (st === 'ERROR') failedBatches.add(job.batch);
+    for (const [batch, codes] of this.boincStatus) {
+      codes.forEach((code, n) => {
+        if (code !== DONE_CODE && code !== ERROR_CODE) return;
+        const name = boincJobName(batch, n);
+        if (this.finals.has(name)) return;
+        if (code === DONE_CODE) this.wantFetch(name);
+        else failedBatches.add(batch);
+      });
     }
     for (const batch of failedBatches) void this.describeFailures(batch, this.failedOf(batch));
   }
 
   /** The jobs of a batch BOINC reports ERROR that have no final state yet. */
   private failedOf(batch: string): string[] {
-    const rec = this.batches.get(batch);
-    if (!rec) return [];
-    return rec.jobs.map((_, n) => boincJobName(batch, n)).filter((n) => this.boincStatus.get(n) === 'ERROR' && !this.finals.has(n));
+    const codes = this.boincStatus.get(batch);
+    if (!codes) return [];
+    const failed: string[] = [];
+    codes.forEach((code, n) => {
+      const name = boincJobName(batch, n);
+      if (code === ERROR_CODE && !this.finals.has(name)) failed.push(name);
+    });
+    return failed;
+  }
+
+  /** What BOINC said of a job at the last refresh (undefined: not listed). */
+  private statusOf(job: ParsedJobName): string | undefined {
+    const code = this.boincStatus.get(job.batch)?.[job.n];
+    return code ? STATUS_WORDS[code] : undefined;
+  }
+
+  private setStatus(rec: StoredBatch, n: number, word: string): void {
+    if (n >= rec.jobs.length) return;
+    let codes = this.boincStatus.get(rec.batch);
+    if (!codes) this.boincStatus.set(rec.batch, (codes = new Uint8Array(rec.jobs.length)));
+    codes[n] = statusCode(word);
+  }
+
+  /**
+   * The job's name as the route keeps it (a key of its maps): made from its batch's record,
+   * not the name it came with, which may be a slice of a longer string (a request line, a
+   * server reply) that it would keep whole.
+   */
+  private nameOf(job: ParsedJobName): string {
+    const rec = this.batches.get(job.batch);
+    return rec ? boincJobName(rec.batch, job.n) : job.jobName;
   }
 
   // ---- outputs ------------------------------------------------------------------------
 
   /** A promise of the job's fetch (started now if the queue has a place), for a status to wait on. */
   private startFetch(job: ParsedJobName): Promise<void> {
-    this.wantFetch(job.jobName);
+    this.wantFetch(this.nameOf(job));
     const running = this.fetching.get(job.jobName);
     if (running) return running;
     let waiter = this.fetchWaiters.get(job.jobName);
@@ -773,7 +813,7 @@ export class BlahRoute {
   }
 
   private setFinal(job: ParsedJobName, state: FinalState): void {
-    this.finals.set(job.jobName, state);
+    this.finals.set(this.nameOf(job), state);
     this.reported.delete(job.jobName);
     try {
       this.store?.appendFinal(job.batch, job.jobName, state);
@@ -830,11 +870,17 @@ export class BlahRoute {
   // ---- batches: retire, leases ----------------------------------------------------------
 
   private batchFinished(rec: StoredBatch): boolean {
-    return rec.jobs.every((_, n) => {
+    // Looked at after every job's final state: from where the last look stopped, not from
+    // job 0 (a batch of 1,000 jobs cost 1,000 names and lookups a job).
+    let n = this.finishedUpTo.get(rec) ?? 0;
+    while (n < rec.jobs.length) {
       const f = this.finals.get(boincJobName(rec.batch, n));
       // A held job whose result is kept keeps its batch open (retiring lets BOINC delete it).
-      return f !== undefined && !isKept(f);
-    });
+      if (f === undefined || isKept(f)) break;
+      n++;
+    }
+    this.finishedUpTo.set(rec, n);
+    return n === rec.jobs.length;
   }
 
   /** Whether every job of the batch is final or held with its result kept (nothing left to run). */
@@ -855,7 +901,7 @@ export class BlahRoute {
       rec.retiredAt = Date.now();
       this.store?.saveBatch(rec);
       // What BOINC said of its jobs is not needed any more (their final states answer).
-      rec.jobs.forEach((_, n) => this.boincStatus.delete(boincJobName(rec.batch, n)));
+      this.boincStatus.delete(rec.batch);
       this.services.log.info(`batch boinc: retired batch ${rec.batch}: every job finished`);
     } catch (err) {
       this.services.log.warn(`batch boinc: retiring ${rec.batch} failed (tried again later): ${errorMessage(err)}`);
@@ -972,6 +1018,21 @@ export class BlahRoute {
 /** A final state whose result is kept on BOINC for the job's return (a release). */
 function isKept(f: FinalState): f is Extract<FinalState, { kind: 'held' | 'cancelled' }> {
   return (f.kind === 'held' && f.resultKept === true) || (f.kind === 'cancelled' && f.kept === true);
+}
+
+/**
+ * BOINC's job status words as the route keeps them (boincStatus): a word's code is its index;
+ * a word not known yet is added (at most 255: more would be a server gone wrong, kept as the last).
+ */
+const STATUS_WORDS = ['', 'NOT_STARTED', 'IN_PROGRESS', 'DONE', 'ERROR', 'UNSENT'];
+const DONE_CODE = 3;
+const ERROR_CODE = 4;
+
+function statusCode(word: string): number {
+  const code = STATUS_WORDS.indexOf(word);
+  if (code > 0) return code;
+  if (STATUS_WORDS.length < 256) STATUS_WORDS.push(Buffer.from(word, 'utf8').toString('utf8'));
+  return STATUS_WORDS.length - 1;
 }
 
 function parseOurJobName(name: string): ParsedJobName | undefined {

@@ -151,9 +151,12 @@ export class JournalState {
         const end = Math.min(jobs.length, i + YIELD_EVERY - since);
         let map: Map<string, string> | undefined;
         for (; i < end; i++) {
-          const [job, status] = jobs[i]!;
-          const before = rec.jobs.get(job);
+          const [name, status] = jobs[i]!;
+          const before = rec.jobs.get(name);
           if (before === status) continue;
+          // A job new to the record is keyed by a copy: the name is a slice of the server's
+          // reply, which a kept slice would keep whole (issue 44, item 10).
+          const job = before === undefined ? Buffer.from(name, 'utf8').toString('utf8') : name;
           map ??= writableJobs(rec);
           map.set(job, status);
           changed[job] = status;
