@@ -52,6 +52,8 @@ interface Sampler {
   nodeCpu: Map<number, number>;
   /** ... and of the gridmanager. */
   gridmanagerCpu: Map<number, number>;
+  /** The highest peak RSS (the kernel's VmHWM, which sees peaks between samples) of any node process, in MiB. */
+  nodePeakRssMib: number;
   stop(): void;
 }
 
@@ -65,9 +67,19 @@ function cpuSeconds(pid: number): number | undefined {
   }
 }
 
+/** A process's peak resident set so far (VmHWM), in MiB (undefined when it is gone). */
+function peakRssMib(pid: number): number | undefined {
+  try {
+    const kib = /^VmHWM:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kib === undefined ? undefined : Number(kib) / 1024;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Every second: the 1-minute load average and the pool's processes (node ones apart). */
 function sample(pool: PersonalPool): Sampler {
-  const s: Sampler = { maxLoad: 0, maxProcs: 0, maxNode: 0, nodeCpu: new Map(), gridmanagerCpu: new Map(), stop: () => clearInterval(timer) };
+  const s: Sampler = { maxLoad: 0, maxProcs: 0, maxNode: 0, nodeCpu: new Map(), gridmanagerCpu: new Map(), nodePeakRssMib: 0, stop: () => clearInterval(timer) };
   const timer = setInterval(() => {
     s.maxLoad = Math.max(s.maxLoad, os.loadavg()[0]!);
     const procs = pool.processes();
@@ -77,6 +89,7 @@ function sample(pool: PersonalPool): Sampler {
       const map = p.name === 'node' ? s.nodeCpu : p.name === 'condor_gridmanager' ? s.gridmanagerCpu : undefined;
       const cpu = map && cpuSeconds(p.pid);
       if (map && cpu !== undefined) map.set(p.pid, cpu);
+      if (p.name === 'node') s.nodePeakRssMib = Math.max(s.nodePeakRssMib, peakRssMib(p.pid) ?? 0);
     }
   }, 1000);
   return s;
@@ -202,8 +215,8 @@ async function main(): Promise<number> {
     const sum = (m: Map<number, number>) => [...m.values()].reduce((a, b) => a + b, 0);
     const nodeCpu = sum(sampler.nodeCpu);
     const gmCpu = sum(sampler.gridmanagerCpu);
-    say(`  submit host: load average up to ${sampler.maxLoad.toFixed(1)} (the whole machine), up to ${sampler.maxProcs} pool processes (${sampler.maxNode} node); CPU: node processes ${nodeCpu.toFixed(1)} s (${sampler.nodeCpu.size} processes), gridmanager ${gmCpu.toFixed(1)} s`);
-    say(`RESULT route=${route.name} jobs=${jobs} held=${held.length} pause_s=${pauseMs / 1000} on_boinc_s=${((tOn - t0) / 1000).toFixed(1)} drain_s=${drain.toFixed(1)} outputs_right=${right} max_load=${sampler.maxLoad.toFixed(1)} max_procs=${sampler.maxProcs} max_node=${sampler.maxNode} node_cpu_s=${nodeCpu.toFixed(1)} node_processes=${sampler.nodeCpu.size} gridmanager_cpu_s=${gmCpu.toFixed(1)} batches=${batchesOf.length}`);
+    say(`  submit host: load average up to ${sampler.maxLoad.toFixed(1)} (the whole machine), up to ${sampler.maxProcs} pool processes (${sampler.maxNode} node); CPU: node processes ${nodeCpu.toFixed(1)} s (${sampler.nodeCpu.size} processes), gridmanager ${gmCpu.toFixed(1)} s; node processes' peak RSS ${sampler.nodePeakRssMib.toFixed(0)} MiB`);
+    say(`RESULT route=${route.name} jobs=${jobs} held=${held.length} pause_s=${pauseMs / 1000} on_boinc_s=${((tOn - t0) / 1000).toFixed(1)} drain_s=${drain.toFixed(1)} outputs_right=${right} max_load=${sampler.maxLoad.toFixed(1)} max_procs=${sampler.maxProcs} max_node=${sampler.maxNode} node_cpu_s=${nodeCpu.toFixed(1)} node_processes=${sampler.nodeCpu.size} gridmanager_cpu_s=${gmCpu.toFixed(1)} node_peak_rss_mib=${sampler.nodePeakRssMib.toFixed(0)} batches=${batchesOf.length}`);
     return right === jobs ? 0 : 1;
   } finally {
     await pool.stop();
