@@ -13,7 +13,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BoincProject } from './boinc-project.js';
-import { blahpPing, GRID_CHECKS, type Check } from './checks.js';
+import { blahpPing, GRID_CHECKS, unreadableAuthenticatorAtStart, type Check } from './checks.js';
 import type { CheckContext } from './jobs.js';
 import { PersonalPool } from './pool.js';
 import { run } from './processes.js';
@@ -55,8 +55,18 @@ async function runCheck(route: string, check: Check, ctx: CheckContext): Promise
 /** What to stop if the check is interrupted: the pools and the test server running now. */
 const running = new Set<{ stop(): Promise<unknown> }>();
 
-/** One route: its pool started, its checks run, the pool stopped and swept. */
-async function runRoute(prefix: string, route: Route, routeDir: string, ctx: Omit<CheckContext, 'pool' | 'route'>, first: Check[]): Promise<void> {
+/** HTCONDOR_CHECK_ONLY: run only the checks whose title holds this text. */
+function selected(check: Check): boolean {
+  const only = process.env.HTCONDOR_CHECK_ONLY;
+  return !only || check.title.includes(only);
+}
+
+/** One route: its pool started, its checks (those selected) run, the pool stopped and swept. */
+async function runRoute(prefix: string, route: Route, routeDir: string, ctx: Omit<CheckContext, 'pool' | 'route'>, checks: Check[]): Promise<void> {
+  if (!route.install && !checks.some(selected)) {
+    process.stdout.write(`skip  ${route.name}: none of its checks chosen (HTCONDOR_CHECK_ONLY)\n`);
+    return;
+  }
   const pool = new PersonalPool(prefix, routeDir, route.config, route.env);
   const t0 = Date.now();
   running.add(pool);
@@ -71,9 +81,7 @@ async function runRoute(prefix: string, route: Route, routeDir: string, ctx: Omi
     await pool.start();
     report(true, route.name, 'personal pool starts (master, collector, schedd, job router)', '', Date.now() - t0);
     const full: CheckContext = { ...ctx, pool, route };
-    // HTCONDOR_CHECK_ONLY: run only the checks whose title holds this text.
-    const only = process.env.HTCONDOR_CHECK_ONLY;
-    for (const check of [...first, ...GRID_CHECKS]) if (!only || check.title.includes(only)) await runCheck(route.name, check, full);
+    for (const check of checks) if (selected(check)) await runCheck(route.name, check, full);
   } catch (err) {
     report(false, route.name, 'personal pool starts', (err as Error).message, Date.now() - t0);
   } finally {
@@ -91,6 +99,34 @@ async function runRoute(prefix: string, route: Route, routeDir: string, ctx: Omi
       }
     }
   }
+}
+
+/**
+ * Issue 44's authenticator case on the BOINC_GAHP route, in a pool of its own: the GAHP must
+ * start with the file unreadable, and the gridmanager keeps one GAHP per job owner for as
+ * long as it has jobs. The pool's BOINC_GAHP_AUTHENTICATOR_FILE names a copy of the
+ * project's file, the user's own, made mode 0000 before the pool starts.
+ * GRIDMANAGER_COLLECTOR_UPDATE_INTERVAL = 10 sends the resource's ad (with its unavailable
+ * reason) every 10 s instead of every 300 s; it changes nothing of when the resource is
+ * pinged. HTCONDOR_CHECK_RESOURCE_PROBE_INTERVAL (seconds) sets
+ * GRIDMANAGER_RESOURCE_PROBE_INTERVAL; unset, HTCondor's own (300 s), as a site runs it.
+ */
+async function runUnreadableAuthenticator(prefix: string, routeCtx: RouteContext, waitMs: number): Promise<void> {
+  const file = path.join(routeCtx.workDir, 'unreadable.auth');
+  const check = unreadableAuthenticatorAtStart(file);
+  if (!selected(check)) return;
+  fs.writeFileSync(file, fs.readFileSync(routeCtx.project.settings.authenticatorFile), { mode: 0o600 });
+  fs.chmodSync(file, 0o000);
+  const probe = process.env.HTCONDOR_CHECK_RESOURCE_PROBE_INTERVAL;
+  if (probe !== undefined && !/^\d+$/.test(probe)) throw new Error(`HTCONDOR_CHECK_RESOURCE_PROBE_INTERVAL must be a number of seconds, not ${JSON.stringify(probe)}`);
+  const route = directBatchRoute(routeCtx, {
+    dir: 'direct-auth-route',
+    name: 'authenticator unreadable at start',
+    authenticatorFile: file,
+    config: ['GRIDMANAGER_COLLECTOR_UPDATE_INTERVAL = 10', ...(probe ? [`GRIDMANAGER_RESOURCE_PROBE_INTERVAL = ${probe}`] : [])],
+  });
+  const dir = path.join(routeCtx.workDir, 'direct-auth-route');
+  await runRoute(prefix, route, dir, { project: routeCtx.project, jobsDir: path.join(dir, 'jobs'), waitMs }, [check]);
 }
 
 /** Does this HTCondor's condor_submit know the `boinc` grid type? (10.0 and older do.) */
@@ -134,7 +170,7 @@ async function checkAll(prefix: string, workDir: string): Promise<void> {
     const probe = await knowsBoincGridType(prefix, path.join(workDir, 'probe'));
     if (probe.yes && chosen.includes('boinc')) {
       const dir = path.join(workDir, 'gahp-route');
-      await runRoute(prefix, gahpRoute(routeCtx), dir, { project, jobsDir: path.join(dir, 'jobs'), waitMs }, []);
+      await runRoute(prefix, gahpRoute(routeCtx), dir, { project, jobsDir: path.join(dir, 'jobs'), waitMs }, GRID_CHECKS);
     } else {
       process.stdout.write(probe.yes ? 'skip  boinc: not chosen (HTCONDOR_CHECK_ROUTES)\n' : `skip  boinc: this HTCondor has no \`boinc\` grid type (${probe.why})\n`);
     }
@@ -143,7 +179,8 @@ async function checkAll(prefix: string, workDir: string): Promise<void> {
     if (!probe.yes && chosen.includes('direct')) {
       // Current HTCondor: batch boinc served by the GAHP itself (BOINC_GAHP defined).
       const dir = path.join(workDir, 'direct-route');
-      await runRoute(prefix, directBatchRoute(routeCtx), dir, { project, jobsDir: path.join(dir, 'jobs'), waitMs }, []);
+      await runRoute(prefix, directBatchRoute(routeCtx), dir, { project, jobsDir: path.join(dir, 'jobs'), waitMs }, GRID_CHECKS);
+      await runUnreadableAuthenticator(prefix, routeCtx, waitMs);
     }
     if (!chosen.includes('blahpd')) {
       process.stdout.write('skip  batch boinc (blahpd): not chosen (HTCONDOR_CHECK_ROUTES)\n');
@@ -153,7 +190,7 @@ async function checkAll(prefix: string, workDir: string): Promise<void> {
       report(false, 'batch boinc', 'set-up', `no blah_load_config.sh in ${prefix}/libexec/blahp (copy blahp's stock scripts, src/blahp/src/scripts, there)`, 0);
     } else {
       const dir = path.join(workDir, 'batch-route');
-      await runRoute(prefix, batchRoute(routeCtx, prefix), dir, { project, jobsDir: path.join(dir, 'jobs'), waitMs }, [blahpPing]);
+      await runRoute(prefix, batchRoute(routeCtx, prefix), dir, { project, jobsDir: path.join(dir, 'jobs'), waitMs }, [blahpPing, ...GRID_CHECKS]);
     }
   } finally {
     running.delete(project);

@@ -181,6 +181,115 @@ async function routedVanillaJobs(ctx: CheckContext): Promise<string> {
   return `cluster ${cluster}, routed as ${grid.map((j) => `${String(j.ClusterId)}.${String(j.ProcId)}`).join(' ')}`;
 }
 
+/** HTCondor's defaults (condor_gridmanager/baseresource.cpp) for the settings a pool may leave out. */
+const GRIDMANAGER_DEFAULTS: Record<string, number> = { GRIDMANAGER_RESOURCE_PROBE_INTERVAL: 300, GRIDMANAGER_JOB_PROBE_INTERVAL: 60 };
+
+/** A gridmanager setting of the pool in seconds, and whether the pool's configuration or HTCondor's default gave it. */
+async function gridmanagerSetting(ctx: CheckContext, name: string): Promise<{ seconds: number; from: string }> {
+  const r = await ctx.pool.tool('condor_config_val', [name]);
+  const value = Number(r.stdout.trim());
+  if (r.code === 0 && Number.isInteger(value) && value > 0) return { seconds: value, from: 'the pool\'s configuration' };
+  return { seconds: GRIDMANAGER_DEFAULTS[name]!, from: 'HTCondor\'s default' };
+}
+
+/**
+ * The resource's GridResourceUnavailableReason in the last ad the gridmanager sent to the
+ * collector: with GRIDMANAGER_DEBUG = D_FULLDEBUG it writes each ad it sends into its log
+ * ("BaseResource::UpdateResource:", one `Name = value` line per attribute), which is the
+ * text `condor_status -grid -l` would show (the check's install has no condor_status).
+ */
+export function lastResourceUnavailableReason(gridmanagerLog: string): string | undefined {
+  const found = [...gridmanagerLog.matchAll(/^GridResourceUnavailableReason = "((?:[^"\\]|\\.)*)"$/gm)];
+  const last = found[found.length - 1];
+  return last ? last[1]!.replace(/\\(.)/g, '$1') : undefined;
+}
+
+/** Seconds since t0, one decimal. */
+const secondsSince = (t0: number): number => Math.round((Date.now() - t0) / 100) / 10;
+
+/**
+ * Issue 44, item 1, through the real gridmanager, on the BOINC_GAHP route in a pool of its
+ * own (the GAHP must start with the file unreadable; the gridmanager keeps one GAHP per job
+ * owner). `file` is the authenticator file the pool's BOINC_GAHP_AUTHENTICATOR_FILE names,
+ * the user's own, made mode 0000 before the pool started (the check runs as an ordinary
+ * user, for whom modes count). A job submitted then must stay idle, not held, while the
+ * GAHP's ping fails: the gridmanager marks the resource down, and the resource's
+ * GridResourceUnavailableReason must name the file and the error. Then chmod 0640 (the
+ * README's mode) and nothing else, no condor_rm, no restart: a down resource is pinged again
+ * every GRIDMANAGER_RESOURCE_PROBE_INTERVAL (the gridmanager pings no sooner, whatever the
+ * GAHP does), and the same GAHP must take the job to BOINC within two such intervals (plus
+ * PROBE_SLACK_S for a loaded machine); the job then completes with its output.
+ */
+export function unreadableAuthenticatorAtStart(file: string): Check {
+  return {
+    title: 'an authenticator file unreadable when the GAHP starts: the resource says why; chmod 0640, the idle job goes to BOINC, no condor_rm, no restart',
+    run: (ctx) => unreadableAuthenticator(ctx, file),
+  };
+}
+
+/** Slack on top of two resource probe intervals: a loaded 2-core machine, the submit itself. */
+const PROBE_SLACK_S = 60;
+
+async function unreadableAuthenticator(ctx: CheckContext, file: string): Promise<string> {
+  if ((fs.statSync(file).mode & 0o777) !== 0) throw new Error(`${file} is not mode 0000 at the start`);
+  const resourceProbe = await gridmanagerSetting(ctx, 'GRIDMANAGER_RESOURCE_PROBE_INTERVAL');
+  const jobProbe = await gridmanagerSetting(ctx, 'GRIDMANAGER_JOB_PROBE_INTERVAL');
+  const dir = jobDir(ctx, 'unreadable-authenticator');
+  const t0 = Date.now();
+  const cluster = await ctx.pool.submit(dir, gridSubmitFile(ctx, 1));
+
+  // What HTCondor shows while the file cannot be read: the job idle on a resource that is down, and why.
+  let state = 'nothing yet';
+  const reason = await waitFor('the resource to be down with a reason naming the file and EACCES', ctx.waitMs, async () => {
+    const [job] = await ctx.pool.queue(cluster);
+    if (!job) throw new Error(`job ${cluster}.0 left the queue while the authenticator file could not be read`);
+    if (job.JobStatus === 5) throw new Error(`job ${cluster}.0 was held: ${String(job.HoldReason)}`);
+    if (ctx.route.boincJob(job.GridJobId)) throw new Error(`job ${cluster}.0 went to BOINC (${String(job.GridJobId)}) while the authenticator file could not be read`);
+    const said = lastResourceUnavailableReason(ctx.pool.logText('GridmanagerLog'));
+    state = `JobStatus ${String(job.JobStatus)}, GridResourceUnavailableTime ${String(job.GridResourceUnavailableTime)}, reason ${JSON.stringify(said)}`;
+    const named = said !== undefined && said.includes(file) && said.includes('EACCES');
+    return named && job.JobStatus === 1 && job.GridResourceUnavailableTime !== undefined ? said : undefined;
+  }, 2000, () => state);
+  const downAfter = secondsSince(t0);
+  const gahps = ctx.pool.processes().filter((p) => p.name === 'node').map((p) => p.pid).sort();
+  const gridmanagers = ctx.pool.processes().filter((p) => p.name === 'condor_gridmanager').map((p) => p.pid).sort();
+  if (gahps.length === 0) throw new Error('no GAHP process (node) of the pool is running');
+
+  // The fix an administrator makes, and nothing else.
+  fs.chmodSync(file, 0o640);
+  const fixedAt = Date.now();
+  let upAfter: number | undefined;
+  let last = 'nothing yet';
+  const bound = 2 * resourceProbe.seconds + PROBE_SLACK_S;
+  await waitFor(`job ${cluster}.0 to be sent to BOINC after the chmod`, (bound + 120) * 1000, async () => {
+    if (upAfter === undefined && /resource .*is now up/.test(ctx.pool.logText('GridmanagerLog'))) upAfter = secondsSince(fixedAt);
+    const [job] = await ctx.pool.queue(cluster);
+    if (job?.JobStatus === 5) throw new Error(`job ${cluster}.0 was held after the chmod: ${String(job.HoldReason)}`);
+    last = job ? `JobStatus ${String(job.JobStatus)}, GridJobId ${String(job.GridJobId)}` : 'left the queue';
+    return !job || ctx.route.boincJob(job.GridJobId) ? true : undefined;
+  }, 1000, () => last);
+  const submittedAfter = secondsSince(fixedAt);
+  const gahpsNow = ctx.pool.processes().filter((p) => p.name === 'node').map((p) => p.pid).sort();
+  const gridmanagersNow = ctx.pool.processes().filter((p) => p.name === 'condor_gridmanager').map((p) => p.pid).sort();
+  if (gahpsNow.join() !== gahps.join() || gridmanagersNow.join() !== gridmanagers.join()) {
+    throw new Error(`the GAHP or the gridmanager was restarted: GAHP pids ${gahps.join()} then ${gahpsNow.join()}, gridmanager ${gridmanagers.join()} then ${gridmanagersNow.join()}`);
+  }
+  await waitOnBoinc(ctx, cluster, 1);
+  const onBoincAfter = secondsSince(fixedAt);
+  await waitLeftQueue(ctx, cluster);
+  const completedAfter = secondsSince(fixedAt);
+  await finishedJobs(ctx, cluster, 1, 4);
+  checkOutputs(ctx, dir, [0], remapped(cluster));
+  const userLog = fs.readFileSync(path.join(dir, 'job.log'), 'utf8');
+  const downEvents = userLog.split('Detected Down Grid Resource').length - 1;
+  const upEvents = userLog.split('Grid Resource Back Up').length - 1;
+  const times = `resource probe interval ${resourceProbe.seconds} s (${resourceProbe.from}), job probe interval ${jobProbe.seconds} s (${jobProbe.from}); ` +
+    `down with the reason ${downAfter} s after condor_submit; after chmod 0640: resource up ${upAfter ?? '?'} s, job sent to BOINC ${submittedAfter} s, seen on BOINC ${onBoincAfter} s, completed ${completedAfter} s`;
+  if (submittedAfter > bound) throw new Error(`the job went to BOINC ${submittedAfter} s after the chmod, more than two resource probe intervals and ${PROBE_SLACK_S} s (${bound} s): ${times}`);
+  if (downEvents === 0) throw new Error(`job.log has no "Detected Down Grid Resource" event: ${times}`);
+  return `cluster ${cluster}; ${times}; GAHP pid ${gahps.join()} and gridmanager pid ${gridmanagers.join()} throughout; job.log: ${downEvents} down, ${upEvents} back up; GridResourceUnavailableReason: ${reason}`;
+}
+
 /** The README's set-up check for the BLAHP scripts: boinc_ping.sh of blahpd's folder, run as blahpd runs it (BLAHPD_LOCATION set). */
 export const blahpPing: Check = {
   title: 'boinc_ping.sh in $(RELEASE_DIR)/libexec/blahp with BLAHPD_LOCATION set prints "0 No error"',

@@ -19,7 +19,7 @@ export type JobAd = Record<string, unknown>;
 
 const JOB_ATTRIBUTES = [
   'ClusterId', 'ProcId', 'JobStatus', 'GridJobId', 'GridJobStatus', 'HoldReason', 'ExitCode',
-  'RoutedFromJobId', 'RoutedToJobId', 'GridResource', 'JobUniverse', 'Iwd',
+  'RoutedFromJobId', 'RoutedToJobId', 'GridResource', 'JobUniverse', 'Iwd', 'GridResourceUnavailableTime',
 ];
 
 export class PersonalPool {
@@ -148,6 +148,16 @@ export class PersonalPool {
   /** condor_rm, condor_hold or condor_release of a whole cluster or one job ("C.P"). */
   async act(tool: 'condor_rm' | 'condor_hold' | 'condor_release', job: number | string): Promise<void> {
     await runOk(path.join(this.prefix, 'bin', tool), [String(job)], { env: this.env, timeoutMs: 120_000 });
+  }
+
+  /**
+   * The text of a daemon's log in LOCAL_DIR/log (e.g. `GridmanagerLog`, with a `.<user>`
+   * suffix where the configuration gives one), rotated part first; '' when there is none.
+   */
+  logText(name: string): string {
+    const dir = path.join(this.localDir, 'log');
+    const files = fs.readdirSync(dir).filter((f) => f === name || f.startsWith(`${name}.`)).sort((a, b) => Number(b.endsWith('.old')) - Number(a.endsWith('.old')));
+    return files.map((f) => fs.readFileSync(path.join(dir, f), 'utf8')).join('');
   }
 
   /** Processes the pool started (daemons, gridmanager, GAHP, blahpd, scripts), by name. */

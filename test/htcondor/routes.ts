@@ -91,12 +91,26 @@ export function gahpRoute(ctx: RouteContext): Route {
   };
 }
 
+/**
+ * A pool of its own for one check on the BOINC_GAHP route: its directory under the work
+ * directory (the pool's and its state directory's names), what the report calls it, the
+ * authenticator file the configuration names, and configuration lines added at the end.
+ */
+export interface DirectRouteVariant {
+  dir: string;
+  name: string;
+  authenticatorFile: string;
+  config: string[];
+}
+
 /** `batch boinc` served by the GAHP itself: BOINC_GAHP and its settings in the pool's configuration, nothing else. */
-export function directBatchRoute(ctx: RouteContext): Route {
-  const { url, authenticatorFile, app } = ctx.project.settings;
-  const stateDir = path.join(ctx.workDir, 'direct-state');
+export function directBatchRoute(ctx: RouteContext, variant?: DirectRouteVariant): Route {
+  const { url, app } = ctx.project.settings;
+  const authenticatorFile = variant?.authenticatorFile ?? ctx.project.settings.authenticatorFile;
+  const dir = variant?.dir ?? 'direct-route';
+  const stateDir = path.join(ctx.workDir, variant ? `${dir}-state` : 'direct-state');
   return {
-    name: 'batch boinc (BOINC_GAHP)',
+    name: variant ? `batch boinc (BOINC_GAHP, ${variant.name})` : 'batch boinc (BOINC_GAHP)',
     submitLines: ['grid_resource = batch boinc', `batch_queue = ${app}`],
     config: [
       // The set-up as the README gives it for HTCondor 23+.
@@ -104,7 +118,7 @@ export function directBatchRoute(ctx: RouteContext): Route {
       `BOINC_GAHP_PROJECT_URL = ${url}`,
       `BOINC_GAHP_AUTHENTICATOR_FILE = ${authenticatorFile}`,
       `BOINC_GAHP_STATE_DIR = ${stateDir}`,
-      `BOINC_GAHP_LOG = ${path.join(ctx.workDir, 'direct-route/local/log/BoincGahpLog')}`,
+      `BOINC_GAHP_LOG = ${path.join(ctx.workDir, dir, 'local/log/BoincGahpLog')}`,
       'BOINC_GAHP_LOG_LEVEL = debug',
       'GRIDMANAGER_MAX_SUBMITTED_JOBS_PER_RESOURCE = 20000',
       'GRIDMANAGER_JOB_PROBE_RATE_BATCH = 1000',
@@ -117,6 +131,7 @@ export function directBatchRoute(ctx: RouteContext): Route {
       '  MaxJobs = 5000',
       '  MaxIdleJobs = 1000',
       '@jrt',
+      ...(variant?.config ?? []),
     ],
     stateDir,
     boincJob: batchJobOf,
