@@ -204,6 +204,18 @@ export function lastResourceUnavailableReason(gridmanagerLog: string): string | 
   return last ? last[1]!.replace(/\\(.)/g, '$1') : undefined;
 }
 
+/**
+ * condor_status, to ask the collector for the resource's ad as an administrator would
+ * (`condor_status -grid`): HTCONDOR_CHECK_CONDOR_STATUS, else the install's bin/condor_status;
+ * undefined when there is none (docs/htcondor-check.md's install has no condor_status).
+ */
+function condorStatus(prefix: string): string | undefined {
+  const named = process.env.HTCONDOR_CHECK_CONDOR_STATUS;
+  if (named) return path.resolve(named);
+  const own = path.join(prefix, 'bin/condor_status');
+  return fs.existsSync(own) ? own : undefined;
+}
+
 /** Seconds since t0, one decimal. */
 const secondsSince = (t0: number): number => Math.round((Date.now() - t0) / 100) / 10;
 
@@ -214,7 +226,9 @@ const secondsSince = (t0: number): number => Math.round((Date.now() - t0) / 100)
  * the user's own, made mode 0000 before the pool started (the check runs as an ordinary
  * user, for whom modes count). A job submitted then must stay idle, not held, while the
  * GAHP's ping fails: the gridmanager marks the resource down, and the resource's
- * GridResourceUnavailableReason must name the file and the error. Then chmod 0640 (the
+ * GridResourceUnavailableReason must name the file and the error, in the ad the gridmanager
+ * sends (its log) and, when there is a condor_status, in `condor_status -grid` (the job's
+ * own ad has only GridResourceUnavailableTime). Then chmod 0640 (the
  * README's mode) and nothing else, no condor_rm, no restart: a down resource is pinged again
  * every GRIDMANAGER_RESOURCE_PROBE_INTERVAL (the gridmanager pings no sooner, whatever the
  * GAHP does), and the same GAHP must take the job to BOINC within two such intervals (plus
@@ -234,6 +248,7 @@ async function unreadableAuthenticator(ctx: CheckContext, file: string): Promise
   if ((fs.statSync(file).mode & 0o777) !== 0) throw new Error(`${file} is not mode 0000 at the start`);
   const resourceProbe = await gridmanagerSetting(ctx, 'GRIDMANAGER_RESOURCE_PROBE_INTERVAL');
   const jobProbe = await gridmanagerSetting(ctx, 'GRIDMANAGER_JOB_PROBE_INTERVAL');
+  const status = condorStatus(ctx.pool.prefix);
   const dir = jobDir(ctx, 'unreadable-authenticator');
   const t0 = Date.now();
   const cluster = await ctx.pool.submit(dir, gridSubmitFile(ctx, 1));
@@ -246,9 +261,12 @@ async function unreadableAuthenticator(ctx: CheckContext, file: string): Promise
     if (job.JobStatus === 5) throw new Error(`job ${cluster}.0 was held: ${String(job.HoldReason)}`);
     if (ctx.route.boincJob(job.GridJobId)) throw new Error(`job ${cluster}.0 went to BOINC (${String(job.GridJobId)}) while the authenticator file could not be read`);
     const said = lastResourceUnavailableReason(ctx.pool.logText('GridmanagerLog'));
-    state = `JobStatus ${String(job.JobStatus)}, GridResourceUnavailableTime ${String(job.GridResourceUnavailableTime)}, reason ${JSON.stringify(said)}`;
-    const named = said !== undefined && said.includes(file) && said.includes('EACCES');
-    return named && job.JobStatus === 1 && job.GridResourceUnavailableTime !== undefined ? said : undefined;
+    // What the collector has: one line per grid resource of the pool.
+    const shown = status ? (await ctx.pool.tool(status, ['-grid', '-af', 'GridResourceUnavailableReason'])).stdout.trim() : undefined;
+    state = `JobStatus ${String(job.JobStatus)}, GridResourceUnavailableTime ${String(job.GridResourceUnavailableTime)}, reason in the ad sent ${JSON.stringify(said)}` +
+      (status ? `, condor_status -grid: ${JSON.stringify(shown)}` : '');
+    const names = (text: string | undefined) => text !== undefined && text.includes(file) && text.includes('EACCES');
+    return names(said) && (!status || shown === said) && job.JobStatus === 1 && job.GridResourceUnavailableTime !== undefined ? said : undefined;
   }, 2000, () => state);
   const downAfter = secondsSince(t0);
   const gahps = ctx.pool.processes().filter((p) => p.name === 'node').map((p) => p.pid).sort();
@@ -287,7 +305,7 @@ async function unreadableAuthenticator(ctx: CheckContext, file: string): Promise
     `down with the reason ${downAfter} s after condor_submit; after chmod 0640: resource up ${upAfter ?? '?'} s, job sent to BOINC ${submittedAfter} s, seen on BOINC ${onBoincAfter} s, completed ${completedAfter} s`;
   if (submittedAfter > bound) throw new Error(`the job went to BOINC ${submittedAfter} s after the chmod, more than two resource probe intervals and ${PROBE_SLACK_S} s (${bound} s): ${times}`);
   if (downEvents === 0) throw new Error(`job.log has no "Detected Down Grid Resource" event: ${times}`);
-  return `cluster ${cluster}; ${times}; GAHP pid ${gahps.join()} and gridmanager pid ${gridmanagers.join()} throughout; job.log: ${downEvents} down, ${upEvents} back up; GridResourceUnavailableReason: ${reason}`;
+  return `cluster ${cluster}; ${times}; GAHP pid ${gahps.join()} and gridmanager pid ${gridmanagers.join()} throughout; job.log: ${downEvents} down, ${upEvents} back up; GridResourceUnavailableReason (${status ? 'condor_status -grid and ' : ''}the ad in GridmanagerLog): ${reason}`;
 }
 
 /** The README's set-up check for the BLAHP scripts: boinc_ping.sh of blahpd's folder, run as blahpd runs it (BLAHPD_LOCATION set). */

@@ -112,9 +112,9 @@ export class PersonalPool {
     ];
   }
 
-  /** Runs an HTCondor tool from the install's bin/ with the pool's environment. */
+  /** Runs an HTCondor tool from the install's bin/ (or a program named by its absolute path) with the pool's environment. */
   tool(name: string, args: string[], cwd?: string) {
-    return run(path.join(this.prefix, 'bin', name), args, { env: this.env, cwd, timeoutMs: 120_000 });
+    return run(path.isAbsolute(name) ? name : path.join(this.prefix, 'bin', name), args, { env: this.env, cwd, timeoutMs: 120_000 });
   }
 
   /** condor_submit of `text` written to `<dir>/<file>`, run in dir; returns the cluster id. */
