@@ -14,6 +14,9 @@ import type { ProjectBinding, ProjectSession } from './session.js';
 import { readAuthenticator } from './settings.js';
 import { errorMessage } from './util.js';
 
+/** When the gridmanager asks again (condor_gridmanager's BaseResource::Ping). */
+const PING_WHILE_DOWN = 'HTCondor pings a batch boinc that is down every GRIDMANAGER_RESOURCE_PROBE_INTERVAL, 300 s by default';
+
 /** Reads of an unusable file at most this often (every BLAH command may ask). */
 export const AUTHENTICATOR_REREAD_MS = 2000;
 
@@ -63,7 +66,9 @@ export class SiteProject {
       if (this.problem) this.log.info(`batch boinc: the authenticator file ${authenticatorFile} can be used now: project ${url} is usable`);
       this.problem = '';
     } catch (err) {
-      const problem = `batch boinc cannot use project ${url}: ${errorMessage(err)} (named by ${setting}; read again at the next ping or submit)`;
+      // The ping reply is the resource's unavailable reason; it says when the jobs will go:
+      // HTCondor pings a resource that is down no sooner (docs/htcondor-check.md).
+      const problem = `batch boinc cannot use project ${url}: ${errorMessage(err)} (named by ${setting}; read again at the next ping or submit: ${PING_WHILE_DOWN})`;
       // Said once per distinct problem: the file is read again every few seconds.
       if (problem !== this.problem) this.log.warn(problem);
       this.problem = problem;

@@ -317,6 +317,9 @@ test('an authenticator file the GAHP cannot read: it starts anyway, ping and sub
     // The advice keeps the file shared by the job owners' group (README step 2).
     expect(before.message).not.toMatch(/chmod 600|chown/);
     if (auth.code === 'EACCES') expect(before.message).toMatch(/chmod 0640/);
+    // When the jobs will go after the fix: the gridmanager pings a resource that is down
+    // only every GRIDMANAGER_RESOURCE_PROBE_INTERVAL (docs/htcondor-check.md, measured).
+    expect(before.message).toMatch(/read again at the next ping or submit: HTCondor pings a batch boinc that is down every GRIDMANAGER_RESOURCE_PROBE_INTERVAL, 300 s by default\)$/);
     const refused = await g.submit(adOf('too early\n'));
     expect(refused).toMatchObject({ rc: 1, jobId: 'N/A' });
     expect(refused.message).toMatch(new RegExp(`^job not sent to BOINC: .*authenticator file ${auth.file.replace(/[.]/g, '\\.')}.*${auth.code}`));

@@ -86,7 +86,7 @@ test('a bad project URL or authenticator file: exit 2 in the words doctor uses, 
       if (args[0] === '--protocol' && url === server.url) {
         // The GAHP on a pipe starts without the file (issue 44, item 7): batch boinc's
         // commands say what is wrong with it, and it is read again until it can be used.
-        expect({ args, code: r.code, stderr: r.stderr }).toEqual({ args, code: 0, stderr: `boinc-gahp: warning: batch boinc cannot use project ${server.url}: ${fails[0]} (named by --authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE); read again at the next ping or submit)\n` });
+        expect({ args, code: r.code, stderr: r.stderr }).toEqual({ args, code: 0, stderr: `boinc-gahp: warning: batch boinc cannot use project ${server.url}: ${fails[0]} (named by --authenticator-file (or BOINC_GAHP_AUTHENTICATOR_FILE); read again at the next ping or submit: HTCondor pings a batch boinc that is down every GRIDMANAGER_RESOURCE_PROBE_INTERVAL, 300 s by default)\n` });
         continue;
       }
       expect({ args, code: r.code, stderr: r.stderr }).toEqual({ args, code: 2, stderr: `boinc-gahp: ${fails[0]}\n` });
