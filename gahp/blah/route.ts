@@ -220,10 +220,21 @@ export class BlahRoute {
     return this.store;
   }
 
-  private handler(what: string, timeoutMs: number, signal?: AbortSignal): HandlerContext {
-    const signals = [this.shutdown.signal, AbortSignal.timeout(timeoutMs)];
+  /**
+   * The context of work the route starts itself: cut at shutdown, by `signal`, or when
+   * timeoutMs has passed. dispose() when the work has ended: its timeout is a timer of its
+   * own that dispose() clears, not AbortSignal.timeout(), whose timer Node keeps (with the
+   * signal) until the timeout passes: a fetch's, five minutes after it ended, a few hundred
+   * bytes a job while a cluster drains (docs/blah-route.md, "Memory"). Undisposed, it is
+   * let go when the timeout passes.
+   */
+  private handler(what: string, timeoutMs: number, signal?: AbortSignal): HandlerContext & { dispose(): void } {
+    const timeout = new AbortController();
+    const timer = setTimeout(() => timeout.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), timeoutMs);
+    timer.unref();
+    const signals = [this.shutdown.signal, timeout.signal];
     if (signal) signals.push(signal);
-    return { signal: AbortSignal.any(signals), reqId: what, log: this.services.log };
+    return { signal: AbortSignal.any(signals), reqId: what, log: this.services.log, dispose: () => clearTimeout(timer) };
   }
 
   private get rpcTimeoutMs(): number {
@@ -400,7 +411,11 @@ export class BlahRoute {
       const joining = ready.splice(0, MAX_BATCH_JOBS - rec.jobs.length);
       const first = rec.jobs.length;
       for (const { w, inputs } of joining) {
-        const j: StoredJob = { key: w.key, iwd: w.job.iwd, args: w.job.args, inputs, outputs: w.job.outputs };
+        // A cluster's jobs mostly share their initialdir and inputs: the previous job's copies
+        // are kept once, not one each (a 20,000-job cluster's records are most of what the
+        // route holds: docs/blah-route.md, "Memory").
+        const prev = rec.jobs[rec.jobs.length - 1];
+        const j: StoredJob = { key: w.key, iwd: prev?.iwd === w.job.iwd ? prev.iwd : w.job.iwd, args: w.job.args, inputs: prev && sameInputs(prev.inputs, inputs) ? prev.inputs : inputs, outputs: w.job.outputs };
         if (w.identity) j.identity = w.identity;
         if (w.job.stdout) j.stdout = w.job.stdout;
         if (w.job.stderr) j.stderr = w.job.stderr;
@@ -740,7 +755,8 @@ export class BlahRoute {
     const t0 = Date.now();
     try {
       const { fetchOutputCommand } = await import('../commands/fetch-output.js');
-      const tokens = await fetchOutputCommand(this.services).run({ request: req, binding }, this.handler(`fetch ${job.jobName}`, this.rpcTimeoutMs * 10));
+      const ctx = this.handler(`fetch ${job.jobName}`, this.rpcTimeoutMs * 10);
+      const tokens = await fetchOutputCommand(this.services).run({ request: req, binding }, ctx).finally(() => ctx.dispose());
       ensureStdout(spec);
       this.setFinal(job, { kind: 'done', exitCode: Number(tokens[1] ?? 0), wallClock: Number(tokens[2] ?? 0), cpu: Number(tokens[3] ?? 0) });
       this.fetchFailures.delete(job.jobName);
@@ -1013,6 +1029,10 @@ export class BlahRoute {
       }
     }
   }
+}
+
+function sameInputs(a: ReadonlyArray<{ src: string; dst: string }>, b: ReadonlyArray<{ src: string; dst: string }>): boolean {
+  return a.length === b.length && a.every((x, i) => x.src === b[i]!.src && x.dst === b[i]!.dst);
 }
 
 /** A final state whose result is kept on BOINC for the job's return (a release). */
