@@ -196,7 +196,7 @@ async function gridmanagerSetting(ctx: CheckContext, name: string): Promise<{ se
  * The resource's GridResourceUnavailableReason in the last ad the gridmanager sent to the
  * collector: with GRIDMANAGER_DEBUG = D_FULLDEBUG it writes each ad it sends into its log
  * ("BaseResource::UpdateResource:", one `Name = value` line per attribute), which is the
- * text `condor_status -grid -l` would show (the check's install has no condor_status).
+ * text `condor_status -grid -l` shows (read here whether or not there is a condor_status).
  */
 export function lastResourceUnavailableReason(gridmanagerLog: string): string | undefined {
   const found = [...gridmanagerLog.matchAll(/^GridResourceUnavailableReason = "((?:[^"\\]|\\.)*)"$/gm)];
@@ -228,10 +228,10 @@ const secondsSince = (t0: number): number => Math.round((Date.now() - t0) / 100)
  * GAHP's ping fails: the gridmanager marks the resource down, and the resource's
  * GridResourceUnavailableReason must name the file and the error, in the ad the gridmanager
  * sends (its log) and, when there is a condor_status, in `condor_status -grid` (the job's
- * own ad has only GridResourceUnavailableTime). Then chmod 0640 (the
- * README's mode) and nothing else, no condor_rm, no restart: a down resource is pinged again
- * every GRIDMANAGER_RESOURCE_PROBE_INTERVAL (the gridmanager pings no sooner, whatever the
- * GAHP does), and the same GAHP must take the job to BOINC within two such intervals (plus
+ * own ad has only GridResourceUnavailableTime). Then chmod 0640 (the README's mode) and
+ * nothing else, no condor_rm, no restart: a down resource is pinged again every
+ * GRIDMANAGER_RESOURCE_PROBE_INTERVAL (the gridmanager pings no sooner, whatever the GAHP
+ * does), and the same GAHP must take the job to BOINC within two such intervals (plus
  * PROBE_SLACK_S for a loaded machine); the job then completes with its output.
  */
 export function unreadableAuthenticatorAtStart(file: string): Check {
