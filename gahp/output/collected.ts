@@ -105,6 +105,11 @@ interface ZipMeta {
   batchId: number;
   jobCount: number;
   fetchedAt: number;
+  /**
+   * When the download of this zip was asked of the server (ms, this machine's clock): it
+   * holds every job assimilated before then. Absent in a `.json` written before it was kept.
+   */
+  startedAt?: number;
 }
 
 /** A job's entry names from a batch-collect file name: `<job>__file_<name>`, `<job>_error`, `<job>_no_output_files`. */
@@ -133,7 +138,7 @@ function summarize(zip: SafeZip): ZipSummary {
 
 /**
  * The batches' zips kept on disk: one `<key>.zip` per project and batch (key: a hash of
- * both), its `<key>.json` (batch id, job count, when fetched) and `<key>.placed` (the jobs
+ * both), its `<key>.json` (batch id, job count, when its download began and ended) and `<key>.placed` (the jobs
  * whose outputs were put in place, a line each).
  */
 export class CollectedZips {
@@ -141,9 +146,10 @@ export class CollectedZips {
    * The download of each batch's zip this process has in flight, by key: at most one at a
    * time per batch, and every fetch of the batch waits for it instead of downloading its own
    * (a batch's jobs are reported DONE together and fetched at once). `seq` places it in the
-   * order of openFor calls, `signal` is that of the call that started it.
+   * order of openFor calls, `signal` is that of the call that started it; `done` resolves
+   * to whether the zip kept then is fresh for its waiters (fetch()).
    */
-  private readonly downloads = new Map<string, { seq: number; signal: AbortSignal; done: Promise<void> }>();
+  private readonly downloads = new Map<string, { seq: number; signal: AbortSignal; done: Promise<boolean> }>();
   /** Orders openFor calls and downloads: a download is fresh for a call when it started after the call. */
   private seq = 0;
   private dirMade = false;
@@ -166,7 +172,7 @@ export class CollectedZips {
    * The batch's zip holding the job (its outputs, or the assimilator's note that it has
    * none), open: the kept one if it holds the job, else (when `mayFetch`) one downloaded
    * after this call began, shared with every call of this process waiting for the batch
-   * then. A zip downloaded before (kept, or in flight when this call began) may predate the
+   * then (and with another process sharing the state directory that downloads it: fetch()). A zip downloaded before (kept, or in flight when this call began) may predate the
    * job's assimilation, so only a fresh one lacking the job makes the answer undefined. The
    * caller closes it.
    */
@@ -182,7 +188,7 @@ export class CollectedZips {
       const inFlight = this.downloads.get(key);
       if (!inFlight) {
         // None in flight: this call starts the batch's next download, and waits for it below.
-        const entry = { seq: ++this.seq, signal, done: this.fetch(rpc, batch, key, signal) };
+        const entry = { seq: ++this.seq, signal, done: this.fetch(rpc, batch, key, jobName, signal) };
         this.downloads.set(key, entry);
         entry.done
           .finally(() => {
@@ -191,17 +197,20 @@ export class CollectedZips {
           .catch(() => undefined);
         continue;
       }
+      let fresh: boolean;
       try {
-        await inFlight.done;
+        fresh = await inFlight.done;
       } catch (err) {
         // Stopped by the abort of the call that started it: this call downloads (or joins) the next.
         if (!signal.aborted && inFlight.signal.aborted) continue;
         throw err;
       }
-      if (inFlight.seq < since) continue;
-      const fresh = await this.openKept(key);
-      if (fresh && summarize(fresh).seen.has(jobName)) return fresh;
-      fresh?.close();
+      // Begun before this call, or an older zip another process kept (it held the job of the
+      // call that started the fetch): looked at again, and a new download only if it lacks the job.
+      if (inFlight.seq < since || !fresh) continue;
+      const zipNow = await this.openKept(key);
+      if (zipNow && summarize(zipNow).seen.has(jobName)) return zipNow;
+      zipNow?.close();
       return undefined;
     }
   }
@@ -214,10 +223,20 @@ export class CollectedZips {
     }
   }
 
-  /** get_batch_zip into a temp file beside the kept zip, renamed over it when complete. */
-  private async fetch(rpc: BoincRpc, batch: ZipBatch, key: string, signal: AbortSignal): Promise<void> {
+  /**
+   * get_batch_zip into a temp file beside the kept zip, renamed over it when complete; true
+   * when the zip kept then was downloaded after this fetch was asked for (fresh for every
+   * call waiting for it). Processes sharing the state directory (two GAHPs) take turns under
+   * the lock, and the one that waited takes the zip the other just kept when that will do
+   * (keptWillDo): false when it is older than this fetch but holds `jobName`.
+   */
+  private async fetch(rpc: BoincRpc, batch: ZipBatch, key: string, jobName: string, signal: AbortSignal): Promise<boolean> {
+    const askedAt = Date.now();
     const { batchId, jobCount } = await batch.resolve();
-    await withLockFile(`${key}.lock`, async () => {
+    return withLockFile(`${key}.lock`, async () => {
+      const kept = await this.keptWillDo(key, jobName, askedAt);
+      if (kept !== undefined) return kept;
+      const startedAt = Date.now();
       const tmp = `${key}.zip.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
       try {
         await rpc.fetchBatchZip({ batchId, destPath: tmp, destIsTemp: true, signal });
@@ -225,9 +244,37 @@ export class CollectedZips {
       } finally {
         await fsp.rm(tmp, { force: true });
       }
-      const meta: ZipMeta = { projectUrl: batch.projectUrl, batchName: batch.name, batchId, jobCount, fetchedAt: Date.now() };
+      // Written after the rename: a crash between the two leaves an older startedAt, which
+      // only costs a download more, never a zip taken for fresher than it is.
+      const meta: ZipMeta = { projectUrl: batch.projectUrl, batchName: batch.name, batchId, jobCount, fetchedAt: Date.now(), startedAt };
       await replaceFile(`${key}.json`, JSON.stringify(meta) + '\n');
+      return true;
     }, { timeoutMs: 10 * 60_000, signal });
+  }
+
+  /**
+   * Whether the kept zip spares a download (called holding the lock, so no zip is being
+   * renamed in): true when its download began after `askedAt` (it holds every job
+   * assimilated before any waiting call began); false when it began earlier but holds
+   * `jobName` (the waiters' jobs may be missing from it: each looks again); undefined when
+   * there is none or it will not do.
+   */
+  private async keptWillDo(key: string, jobName: string, askedAt: number): Promise<boolean | undefined> {
+    const zip = await this.openKept(key);
+    if (!zip) return undefined;
+    try {
+      let meta: ZipMeta | undefined;
+      try {
+        meta = JSON.parse(await fsp.readFile(`${key}.json`, 'utf8')) as ZipMeta;
+      } catch {
+        // None (removed, or a crash before it was written): judged by its jobs alone.
+      }
+      // Strictly after: within the same millisecond the order is unknown.
+      if (meta?.startedAt !== undefined && meta.startedAt > askedAt) return true;
+      return summarize(zip).seen.has(jobName) ? false : undefined;
+    } finally {
+      zip.close();
+    }
   }
 
   /**

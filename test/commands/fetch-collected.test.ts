@@ -6,6 +6,7 @@
  * - jobs whose names BOINC's check takes come from get_output3.php's get_file;
  * - HTCondor 10.0's names (`condor#...#<cluster>.<proc>`) from the batch's zip, fetched once
  *   for the batch, kept in the state directory until its jobs are placed;
+ * - two GAHP processes sharing the state directory share the zip too;
  * - the way is learnt per app: the next batch's fetches go to get_output3.php first;
  * - a `<gzip_when_done/>` output arrives as the job wrote it, from either page.
  */
@@ -14,7 +15,7 @@ import * as path from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { upperAscii } from '../../fixtures/apps.js';
 import { sampleApps, type TestApp } from '../../fixtures/test-server/index.js';
-import { batchName, esc, jobName, startEnv, startFetches, type Env } from './helpers.js';
+import { batchName, esc, jobName, launch, startEnv, startFetches, type Env } from './helpers.js';
 import { submitLine } from '../submit/support.js';
 import { until } from '../support/poll.js';
 
@@ -122,6 +123,28 @@ describe("BOINC_FETCH_OUTPUT on a batch-collect project (daemons 'collect')", ()
     for (const rid of [...first.ids, ...second.ids]) expect((await env.gahp.waitResult(rid, 90_000)).slice(0, 2)).toEqual(['NULL', '0']);
     for (const d of [...first.iwds, ...second.iwds]) expect(fs.readFileSync(path.join(d, 'out'), 'latin1')).toBe('COLLECTED\n');
     expect(calls('get_batch_zip')).toBe(2);
+  }, 180_000);
+
+  test('two GAHP processes sharing the state directory, fetching jobs of one batch at once, download its zip once', async () => {
+    // The second process waits on the zip's lock while the first downloads; then it finds the
+    // zip the first kept, holding its job, and takes it instead of downloading the batch again.
+    const batch = batchName('uppercase');
+    const names = [jobName(batch, 127, 0), jobName(batch, 127, 1)];
+    await submitCollected('uppercase', batch, names);
+    const other = await launch(env.server, { stateDir: env.stateDir });
+    try {
+      env.server.clearRpcLog();
+      // The zip takes seconds to arrive: the second fetch begins long before it is kept.
+      env.server.injectFault({ script: 'get_output3.php', rpc: 'get_batch_zip', kind: 'slow', delayMs: 5000 });
+      const [a, b] = await Promise.all([startFetches(env, [names[0]!]), startFetches({ ...env, gahp: other }, [names[1]!])]);
+      expect((await env.gahp.waitResult(a.ids[0]!, 90_000)).slice(0, 2)).toEqual(['NULL', '0']);
+      expect((await other.waitResult(b.ids[0]!, 90_000)).slice(0, 2)).toEqual(['NULL', '0']);
+      for (const d of [...a.iwds, ...b.iwds]) expect(fs.readFileSync(path.join(d, 'out'), 'latin1')).toBe('COLLECTED\n');
+      expect(calls('get_batch_zip')).toBe(1);
+      expect(zipsKept()).toEqual([]);
+    } finally {
+      await other.close();
+    }
   }, 180_000);
 
   test('BOINC_RETIRE_BATCH removes the kept zip of its batch', async () => {

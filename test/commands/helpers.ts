@@ -31,7 +31,8 @@ export interface Env {
   close(): Promise<void>;
 }
 
-async function launch(server: ExtendedTestBoincServer, opts: GahpStartOptions): Promise<GahpProcess> {
+/** A GAHP started and pointed at the server (a second one may share a state directory with the first: `opts.stateDir`). */
+export async function launch(server: ExtendedTestBoincServer, opts: GahpStartOptions): Promise<GahpProcess> {
   const gahp = await GahpProcess.start(opts);
   try {
     await gahp.startup();
