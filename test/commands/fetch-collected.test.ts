@@ -147,6 +147,36 @@ describe("BOINC_FETCH_OUTPUT on a batch-collect project (daemons 'collect')", ()
     }
   }, 180_000);
 
+  test('a zip another process kept that predates a waiting fetch is taken only for the jobs it holds: a job it lacks gets a fresh one', async () => {
+    // The first GAHP downloads the zip while job 2 is not yet assimilated. The second asks
+    // for jobs 1 and 2 during that download: the zip the first keeps holds job 1 (taken from
+    // it, no download of its own) but not job 2, which must not be declared gone for that:
+    // it gets one zip downloaded after its fetch began.
+    const batch = batchName('uppercase');
+    const names = [0, 1, 2].map((i) => jobName(batch, 128, i));
+    const results = await submitJobs('uppercase', batch, names);
+    const moved = (n: string) => fs.existsSync(path.join(results, `${n}__file_out`));
+    env.server.advanceJob(names[0]!, 'DONE');
+    env.server.advanceJob(names[1]!, 'DONE');
+    await until('the assimilator (jobs 0 and 1)', () => moved(names[0]!) && moved(names[1]!));
+    const other = await launch(env.server, { stateDir: env.stateDir });
+    try {
+      env.server.clearRpcLog();
+      env.server.injectFault({ script: 'get_output3.php', rpc: 'get_batch_zip', kind: 'slow', delayMs: 8000 });
+      const a = await startFetches(env, [names[0]!]);
+      await until('the first zip request', () => calls('get_batch_zip') === 1);
+      env.server.advanceJob(names[2]!, 'DONE');
+      await until('the assimilator (job 2)', () => moved(names[2]!));
+      const b = await startFetches({ ...env, gahp: other }, [names[1]!, names[2]!]);
+      expect((await env.gahp.waitResult(a.ids[0]!, 90_000)).slice(0, 2)).toEqual(['NULL', '0']);
+      for (const id of b.ids) expect((await other.waitResult(id, 90_000)).slice(0, 2)).toEqual(['NULL', '0']);
+      for (const d of [...a.iwds, ...b.iwds]) expect(fs.readFileSync(path.join(d, 'out'), 'latin1')).toBe('COLLECTED\n');
+      expect(calls('get_batch_zip')).toBe(2);
+    } finally {
+      await other.close();
+    }
+  }, 180_000);
+
   test('BOINC_RETIRE_BATCH removes the kept zip of its batch', async () => {
     const batch = batchName('uppercase');
     const names = [jobName(batch, 125, 0), jobName(batch, 125, 1)];
