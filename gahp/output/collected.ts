@@ -107,7 +107,7 @@ interface ZipMeta {
   fetchedAt: number;
   /**
    * When the download of this zip was asked of the server (ms, this machine's clock): it
-   * holds every job assimilated before then. Absent in a `.json` written before it was kept.
+   * holds every job assimilated before then. Absent in a `.json` of an older boinc-gahp.
    */
   startedAt?: number;
 }
@@ -138,8 +138,8 @@ function summarize(zip: SafeZip): ZipSummary {
 
 /**
  * The batches' zips kept on disk: one `<key>.zip` per project and batch (key: a hash of
- * both), its `<key>.json` (batch id, job count, when its download began and ended) and `<key>.placed` (the jobs
- * whose outputs were put in place, a line each).
+ * both), its `<key>.json` (batch id, job count, when its download began and ended) and
+ * `<key>.placed` (the jobs whose outputs were put in place, a line each).
  */
 export class CollectedZips {
   /**
@@ -172,9 +172,10 @@ export class CollectedZips {
    * The batch's zip holding the job (its outputs, or the assimilator's note that it has
    * none), open: the kept one if it holds the job, else (when `mayFetch`) one downloaded
    * after this call began, shared with every call of this process waiting for the batch
-   * then (and with another process sharing the state directory that downloads it: fetch()). A zip downloaded before (kept, or in flight when this call began) may predate the
-   * job's assimilation, so only a fresh one lacking the job makes the answer undefined. The
-   * caller closes it.
+   * then (and with another process sharing the state directory that downloads it: fetch()).
+   * A zip downloaded before (kept, or in flight when this call began) may predate the job's
+   * assimilation, so only a fresh one lacking the job makes the answer undefined. The caller
+   * closes it.
    */
   async openFor(rpc: BoincRpc, batch: ZipBatch, jobName: string, signal: AbortSignal, mayFetch = true): Promise<SafeZip | undefined> {
     this.ensureDir();
