@@ -668,8 +668,9 @@ export class BlahRoute {
     if (!codes) return [];
     const failed: string[] = [];
     codes.forEach((code, n) => {
+      if (code !== ERROR_CODE) return;
       const name = boincJobName(batch, n);
-      if (code === ERROR_CODE && !this.finals.has(name)) failed.push(name);
+      if (!this.finals.has(name)) failed.push(name);
     });
     return failed;
   }
