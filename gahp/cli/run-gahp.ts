@@ -3,7 +3,6 @@
  * HTCondor's gridmanager runs (BOINC_GAHP points at bin/boinc-gahp).
  */
 import * as fs from 'node:fs';
-import * as v8 from 'node:v8';
 import { GahpServer } from '../protocol/server.js';
 import type { Logger } from '../log.js';
 import { boincCommands } from '../commands/index.js';
@@ -100,22 +99,7 @@ function describeError(err: unknown, withStack: boolean): string {
   }
 }
 
-/**
- * How far V8 lets the heap grow past what was live after a full collection before it
- * collects again, in percent (V8's `--heap-growing-percent`). By default V8 lets it grow up
- * to 4 times when allocation is brisk, and a drain is brisk: every output fetch allocates a
- * few hundred KB of short-lived HTTP objects (got's and node's, two requests a job), some of
- * which outlive a young-generation collection; the heap of a 20,000-job drain was 4 times
- * what was live (docs/blah-route.md, "Memory"). 1.5 times costs more frequent full
- * collections and sets no limit: the heap still grows with what is live, so a GAHP with
- * 100,000 jobs does not run out of memory for it.
- */
-export const HEAP_GROWING_PERCENT = 50;
-
 /** Runs the GAHP until QUIT or EOF; resolves with the exit code. */
 export function runGahp(opts: GahpRunOptions = {}): Promise<number> {
-  // This process is the GAHP alone (the CLI's other commands and the tests' in-process GAHPs
-  // do not come here). The flag applies from the next collection on.
-  v8.setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
   return startGahp(opts).exited;
 }
