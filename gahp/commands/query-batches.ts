@@ -169,7 +169,7 @@ export async function buildQueryResult(
   known?: ReportedJobs,
   superseded?: SupersededJobs,
   refused?: RefusedJobs,
-): Promise<{ tokens: string[]; ledger: LedgerQueryBatch[]; reported: Map<string, Map<string, string>>; reportedCount: number }> {
+): Promise<{ tokens: string[]; ledger: LedgerQueryBatch[]; reported: Map<string, Map<string, string>>; reportedCount: number; failed: Map<string, string[]> }> {
   const batchCount = batchNames.length;
   if (reply.batches.length !== batchCount) {
     throw new Error(`query_batch2 failed: the server reported ${reply.batches.length} batches for ${batchCount} asked`);
@@ -183,6 +183,8 @@ export async function buildQueryResult(
   tokens[t++] = reply.serverTime;
   const ledger: LedgerQueryBatch[] = [];
   const reported = new Map<string, Map<string, string>>();
+  /** Per batch, its jobs this answer reports ERROR (for logFailures, without a second pass over all). */
+  const failed = new Map<string, string[]>();
   let reportedCount = 0;
   let sinceYield = 0;
   for (let k = 0; k < batchCount; k++) {
@@ -204,6 +206,11 @@ export async function buildQueryResult(
       tokens[t++] = job.name;
       tokens[t++] = status;
       pairs.push([job.name, status]);
+      if (status === 'ERROR') {
+        const jobs = failed.get(name);
+        if (jobs) jobs.push(job.name);
+        else failed.set(name, [job.name]);
+      }
       if (++sinceYield >= YIELD_EVERY) {
         sinceYield = 0;
         await yieldNow();
@@ -223,7 +230,7 @@ export async function buildQueryResult(
   }
   tokens.length = t;
   for (const jobs of reported.values()) reportedCount += jobs.size;
-  return { tokens, ledger, reported, reportedCount };
+  return { tokens, ledger, reported, reportedCount, failed };
 }
 
 /** Failed jobs whose failure was logged, remembered at most (then forgotten all at once). */
@@ -249,17 +256,16 @@ export function queryBatchesCommand(services: GahpServices, { logFailedJobs = tr
    * per batch) and log it at info, where the user is told to look (README, "HTCondor
    * set-up"). In the background: the answer does not wait for it.
    */
-  function logFailures(bound: ProjectBinding, batches: readonly LedgerQueryBatch[], ctx: HandlerContext): void {
+  function logFailures(bound: ProjectBinding, reportedFailed: ReadonlyMap<string, readonly string[]>, ctx: HandlerContext): void {
     const failed = new Map<string, string[]>();
-    for (const b of batches) {
-      for (const [job, status] of b.jobs) {
-        if (status !== 'ERROR') continue;
+    for (const [batch, reportedJobs] of reportedFailed) {
+      for (const job of reportedJobs) {
         const key = `${bound.accountKey}\n${job}`;
         if (failuresLogged.has(key)) continue;
         if (failuresLogged.size >= MAX_LOGGED_FAILURES) failuresLogged.clear();
         failuresLogged.add(key);
-        let jobs = failed.get(b.name);
-        if (!jobs) failed.set(b.name, (jobs = []));
+        let jobs = failed.get(batch);
+        if (!jobs) failed.set(batch, (jobs = []));
         jobs.push(job);
       }
     }
@@ -314,7 +320,7 @@ export function queryBatchesCommand(services: GahpServices, { logFailedJobs = tr
       const known = askFrom !== req.minModTime ? answers.reportedIn(accountKey, req.minModTime) : undefined;
       const superseded: SupersededJobs = (name) => services.ledger.superseded(project.url, name);
       const refused: RefusedJobs = (name) => services.ledger.refused(project.url, name);
-      const { tokens, ledger, reported, reportedCount } = await buildQueryResult(reply, req.batchNames, known, superseded, refused);
+      const { tokens, ledger, reported, reportedCount, failed } = await buildQueryResult(reply, req.batchNames, known, superseded, refused);
       answers.remember(accountKey, reply.serverTime, reported, reportedCount);
       const t2 = performance.now();
       // Recorded in the background: the gridmanager need not wait for the ledger (its
@@ -328,7 +334,7 @@ export function queryBatchesCommand(services: GahpServices, { logFailedJobs = tr
         )
         .then(() => checkLeases(project.url, req.batchNames, ctx))
         .then(() => {
-          if (logFailedJobs) logFailures(projectOf(bound), ledger, ctx);
+          if (logFailedJobs && failed.size > 0) logFailures(projectOf(bound), failed, ctx);
         })
         .catch((err) => ctx.log.error(`lease check failed: ${(err as Error).message}`));
       ctx.log.debug(
