@@ -151,7 +151,7 @@ export class JournalState {
         const end = Math.min(jobs.length, i + YIELD_EVERY - since);
         let map: Map<string, string> | undefined;
         for (; i < end; i++) {
-          const [name, status] = jobs[i]!;
+          const { name, status } = jobs[i]!;
           const before = rec.jobs.get(name);
           if (before === status) continue;
           // A job new to the record is keyed by a copy: the name is a slice of the server's

@@ -51,10 +51,14 @@ export interface JobBatch {
   createdAt: number;
 }
 
-/** One batch's part of a status query: job name / status pairs, as the server listed them. */
+/**
+ * One batch's part of a status query: each job's name and status (the gridmanager's word),
+ * as the server listed them. Objects of the reply's own shape, so the query hands the
+ * reply's jobs over as they are instead of a new pair for each of 100,000 jobs.
+ */
 export interface LedgerQueryBatch {
   name: string;
-  jobs: ReadonlyArray<readonly [jobName: string, status: string]>;
+  jobs: ReadonlyArray<{ readonly name: string; readonly status: string }>;
 }
 
 export interface Ledger {

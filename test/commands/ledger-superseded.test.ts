@@ -46,7 +46,7 @@ test('the older batch loses the job submitted again, also in another project; ot
   expect(l.superseded(P, B2)).toBeUndefined();
   expect(l.superseded(P, OTHER_SCHEDD)).toBeUndefined();
   // A status of the old job recorded afterwards changes nothing.
-  await l.recordQuery(P, '1796299400.5', [{ name: B1, jobs: [[`${B1}#16.0`, 'ERROR']] }]);
+  await l.recordQuery(P, '1796299400.5', [{ name: B1, jobs: [{ name: `${B1}#16.0`, status: 'ERROR' }] }]);
   expect([...(l.superseded(P, B1) ?? [])].sort()).toEqual([`${B1}#16.0`, `${B1}#17.0`]);
   await l.close();
 

@@ -48,7 +48,7 @@ describe('JournalLedger', () => {
     const l = JournalLedger.open(dir);
     await l.upsert(P, 'b', { state: 'submitted', jobs: { j1: 'SUBMITTED' } });
     const before = l.get(P, 'b')!;
-    await l.recordQuery(P, '5.0', [{ name: 'b', jobs: [['j1', 'DONE']] }]);
+    await l.recordQuery(P, '5.0', [{ name: 'b', jobs: [{ name: 'j1', status: 'DONE' }] }]);
     expect(before.jobs).toEqual({ j1: 'SUBMITTED' });
     expect(before.lastServerTime).toBeUndefined();
     expect(l.get(P, 'b')!.jobs).toEqual({ j1: 'DONE' });
@@ -67,13 +67,13 @@ describe('JournalLedger', () => {
     await l.upsert(P, 'b', { state: 'submitted', jobs: { b1: 'SUBMITTED' } });
     const size0 = fs.statSync(file()).size;
     await l.recordQuery(P, '10.25', [
-      { name: 'a', jobs: [['a1', 'NOT_STARTED'], ['a2', 'NOT_STARTED']] },
-      { name: 'b', jobs: [['b1', 'IN_PROGRESS']] },
-      { name: 'stranger', jobs: [['s1', 'DONE']] },
+      { name: 'a', jobs: [{ name: 'a1', status: 'NOT_STARTED' }, { name: 'a2', status: 'NOT_STARTED' }] },
+      { name: 'b', jobs: [{ name: 'b1', status: 'IN_PROGRESS' }] },
+      { name: 'stranger', jobs: [{ name: 's1', status: 'DONE' }] },
     ]);
     await l.recordQuery(P, '11.5', [
-      { name: 'a', jobs: [['a1', 'NOT_STARTED'], ['a2', 'DONE']] },
-      { name: 'b', jobs: [['b1', 'IN_PROGRESS']] },
+      { name: 'a', jobs: [{ name: 'a1', status: 'NOT_STARTED' }, { name: 'a2', status: 'DONE' }] },
+      { name: 'b', jobs: [{ name: 'b1', status: 'IN_PROGRESS' }] },
     ]);
     await l.close();
     const added = fs.readFileSync(file(), 'utf8').slice(size0).split('\n').filter(Boolean).map((x) => JSON.parse(x) as { b?: unknown });
@@ -90,7 +90,7 @@ describe('JournalLedger', () => {
     const names = Array.from({ length: 100 }, (_, i) => `condor#schedd@host#app#17962047${i}`);
     const jobsOf = (b: string) => Array.from({ length: 1000 }, (_, k) => `${b}#${1000 + k}.0`);
     for (const b of names) await l.upsert(P, b, { state: 'submitted', jobs: Object.fromEntries(jobsOf(b).map((j) => [j, 'SUBMITTED'])) });
-    const query = (status: string) => names.map((name) => ({ name, jobs: jobsOf(name).map((j) => [j, status] as const) }));
+    const query = (status: string) => names.map((name) => ({ name, jobs: jobsOf(name).map((j) => ({ name: j, status })) }));
     const q1 = query('NOT_STARTED');
     const q2 = query('IN_PROGRESS');
     let t = performance.now();
@@ -119,7 +119,7 @@ describe('JournalLedger', () => {
     const jobs = Array.from({ length: 50 }, (_, k) => `job${k}`);
     await l.upsert(P, 'b', { state: 'submitted', app: 'x', jobs: Object.fromEntries(jobs.map((j) => [j, 'SUBMITTED'])) });
     for (let i = 0; i < 200; i++) {
-      await l.recordQuery(P, String(i), [{ name: 'b', jobs: jobs.map((j) => [j, i % 2 ? 'IN_PROGRESS' : 'NOT_STARTED'] as const) }]);
+      await l.recordQuery(P, String(i), [{ name: 'b', jobs: jobs.map((j) => ({ name: j, status: i % 2 ? 'IN_PROGRESS' : 'NOT_STARTED' })) }]);
     }
     await l.upsert(P, 'b', { leaseExpiresAt: 12345 });
     await l.close();
@@ -142,7 +142,7 @@ describe('JournalLedger', () => {
       await l.upsert(P, 'b', { state: 'submitted', jobs: {} });
       for (let i = 0; ; i++) {
         const jobs = [];
-        for (let k = 0; k < 200; k++) jobs.push(['job' + i + '.' + k, 'DONE']);
+        for (let k = 0; k < 200; k++) jobs.push({ name: 'job' + i + '.' + k, status: 'DONE' });
         await l.recordQuery(P, String(i), [{ name: 'b', jobs }]);
         process.stdout.write(i + '\\n');
       }
@@ -210,14 +210,14 @@ describe('JournalLedger', () => {
 
     const l = JournalLedger.open(dir, { compactMinBytes: 2_000, compactRatio: 1.5 });
     await l.upsert(P, 'parent', { state: 'submitted', jobs: { j0: 'SUBMITTED' } });
-    for (let i = 0; i < 50; i++) await l.recordQuery(P, String(i), [{ name: 'parent', jobs: [['j0', i % 2 ? 'DONE' : 'IN_PROGRESS']] }]);
+    for (let i = 0; i < 50; i++) await l.recordQuery(P, String(i), [{ name: 'parent', jobs: [{ name: 'j0', status: i % 2 ? 'DONE' : 'IN_PROGRESS' }] }]);
     // Not compacted: every query line is still there.
     const queries = fs.readFileSync(file(), 'utf8').split('\n').filter((x) => x.includes('"op":"query"'));
     expect(queries).toHaveLength(50);
 
     child.stdin.end();
     await exited;
-    for (let i = 50; i < 100; i++) await l.recordQuery(P, String(i), [{ name: 'parent', jobs: [['j0', i % 2 ? 'DONE' : 'IN_PROGRESS']] }]);
+    for (let i = 50; i < 100; i++) await l.recordQuery(P, String(i), [{ name: 'parent', jobs: [{ name: 'j0', status: i % 2 ? 'DONE' : 'IN_PROGRESS' }] }]);
     await l.close();
     // The other writer is gone: compaction ran, and kept everything.
     expect(fs.readFileSync(file(), 'utf8').split('\n').filter((x) => x.includes('"op":"query"')).length).toBeLessThan(50);
