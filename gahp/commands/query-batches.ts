@@ -197,8 +197,8 @@ export async function buildQueryResult(
     let now = reported.get(name);
     if (!now) reported.set(name, (now = new Map<string, string>()));
     // The ledger's part: the reply's job objects themselves where the status word is the
-    // server's (a new object per job cost a third of building a 100,000-job answer).
-    const pairs: Array<{ readonly name: string; readonly status: string }> = [];
+    // server's (a new pair per job was a fifth of the time a 100,000-job answer took to build).
+    const ledgerJobs: Array<{ readonly name: string; readonly status: string }> = [];
     for (let i = 0; i < b.jobs.length; i++) {
       const job = b.jobs[i]!;
       if (gone !== undefined && gone.has(job.name)) continue;
@@ -207,7 +207,7 @@ export async function buildQueryResult(
       now.set(job.name, status);
       tokens[t++] = job.name;
       tokens[t++] = status;
-      pairs.push(status === job.status ? job : { name: job.name, status });
+      ledgerJobs.push(status === job.status ? job : { name: job.name, status });
       if (status === 'ERROR') {
         const jobs = failed.get(name);
         if (jobs) jobs.push(job.name);
@@ -218,8 +218,8 @@ export async function buildQueryResult(
         await yieldNow();
       }
     }
-    ledger.push({ name, jobs: pairs });
-    let count = pairs.length;
+    ledger.push({ name, jobs: ledgerJobs });
+    let count = ledgerJobs.length;
     for (const job of refused?.(name)?.keys() ?? []) {
       if (gone !== undefined && gone.has(job)) continue;
       if (before !== undefined && before.get(job) === 'DONE') continue;
