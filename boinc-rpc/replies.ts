@@ -5,7 +5,7 @@
  */
 import { BoincRpcError } from './errors.js';
 import type { AppTemplates, BatchListing, CompletedJob, JobInstance, QueryBatch2Reply, QueryBatchReply } from './types.js';
-import { allTagTexts, decodeEntities, intValue, optNumber, tagText, textValue } from './xml.js';
+import { allTagTexts, decodeEntities, intValue, optNumber, ownCopy, tagText, textValue } from './xml.js';
 
 function protocol(rpc: string, message: string): BoincRpcError {
   return new BoincRpcError(rpc, 'protocol', message);
@@ -56,11 +56,8 @@ function cleanName(s: string): string {
 export function parseQueryBatch2(rpc: string, text: string, batchCount: number): QueryBatch2Reply {
   const st = tagText(text, 'server_time');
   if (st === undefined) throw protocol(rpc, 'reply lacks <server_time>');
-  // A copy, not a slice: V8 keeps a long string whole while any slice of it lives, and the
-  // ledger keeps each batch's last server_time for as long as it keeps the batch, so one
-  // slice kept this whole reply (megabytes for a 20,000-job cluster; a batch retired
-  // early kept an older one: issue 44, item 10).
-  const serverTime = Buffer.from(st.trim(), 'utf8').toString('utf8');
+  // Its own copy: the ledger keeps each batch's last server_time as long as the batch.
+  const serverTime = ownCopy(st.trim());
   const batches: QueryBatch2Reply['batches'] = [];
   let pos = text.indexOf('</server_time>') + 14;
   let bs = text.indexOf('<batch_size>', pos);

@@ -136,6 +136,16 @@ export interface ParsedReply {
 }
 
 /**
+ * A string equal to `s` that holds its own characters. V8 makes a slice of a long string
+ * (13 characters or more) point into it, keeping the whole string alive while the slice
+ * lives: a name or time parsed from a reply and kept (in a ledger, a status table) would
+ * keep the whole reply, megabytes for a large cluster (issue 44, item 10).
+ */
+export function ownCopy(s: string): string {
+  return Buffer.from(s, 'utf8').toString('utf8');
+}
+
+/**
  * Decodes text the server sent. Replies declare ISO-8859-1 (and the Content-Type UTF-8),
  * but carry the database's bytes as stored, UTF-8 on a default MariaDB
  * (docs/boinc-server.md): valid UTF-8 is read as UTF-8, anything else as Latin-1 (which

@@ -32,6 +32,7 @@ import * as path from 'node:path';
 import PQueue from 'p-queue';
 import type { AppTemplates } from '../../boinc-rpc/types.js';
 import { BoincRpcError } from '../../boinc-rpc/errors.js';
+import { ownCopy } from '../../boinc-rpc/xml.js';
 import type { GahpServices } from '../services.js';
 import type { ProjectBinding } from '../session.js';
 import type { HandlerContext } from '../protocol/commands.js';
@@ -1052,7 +1053,7 @@ const ERROR_CODE = 4;
 function statusCode(word: string): number {
   const code = STATUS_WORDS.indexOf(word);
   if (code > 0) return code;
-  if (STATUS_WORDS.length < 256) STATUS_WORDS.push(Buffer.from(word, 'utf8').toString('utf8'));
+  if (STATUS_WORDS.length < 256) STATUS_WORDS.push(ownCopy(word));
   return STATUS_WORDS.length - 1;
 }
 

@@ -19,6 +19,7 @@
  * (docs/storage.md, "Superseded jobs"). Derived from the batches' job maps and refused
  * jobs, so it survives restarts and compaction like them.
  */
+import { ownCopy } from '../../boinc-rpc/xml.js';
 import { yieldNow } from '../util.js';
 import type { JobBatch, LedgerBatch, LedgerBatchPatch, LedgerQueryBatch } from './types.js';
 
@@ -154,9 +155,8 @@ export class JournalState {
           const { name, status } = jobs[i]!;
           const before = rec.jobs.get(name);
           if (before === status) continue;
-          // A job new to the record is keyed by a copy: the name is a slice of the server's
-          // reply, which a kept slice would keep whole (issue 44, item 10).
-          const job = before === undefined ? Buffer.from(name, 'utf8').toString('utf8') : name;
+          // A job new to the record is keyed by its own copy of the name, a slice of the reply.
+          const job = before === undefined ? ownCopy(name) : name;
           map ??= writableJobs(rec);
           map.set(job, status);
           changed[job] = status;
